@@ -1,0 +1,60 @@
+// GEMM throughput, single thread, against the FMA peak measured in the same run.
+#include "machine_limits.hpp"
+
+#include <tracemod/kernels/gemm.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace {
+
+namespace kern = tracemod::kernels;
+
+struct gemm_shape {
+  bool trans_a, trans_b;
+  std::int64_t m, n, k;
+};
+
+std::vector<float> random_floats(std::int64_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+// C[M,N] = op(A) op(B), every operand a dense row-major buffer.
+void BM_gemm(benchmark::State& state, gemm_shape s) {
+  const auto a = random_floats(s.m * s.k, 1);
+  const auto b = random_floats(s.k * s.n, 2);
+  std::vector<float> c(static_cast<std::size_t>(s.m * s.n));
+  const std::int64_t lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
+  for (auto _ : state) {
+    kern::gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  tracemod::bench::report_flops(state, 2.0 * static_cast<double>(s.m * s.n * s.k));
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(BM_gemm, square_512, gemm_shape{false, false, 512, 512, 512})
+    ->Unit(benchmark::kMillisecond)->MinTime(0.3);
+// nn.Linear: batch 64 times weights [1000, 512], used transposed.
+BENCHMARK_CAPTURE(BM_gemm, linear_64x1000x512_bt, gemm_shape{false, true, 64, 1000, 512})
+    ->Unit(benchmark::kMillisecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(BM_gemm, square_512_at, gemm_shape{true, false, 512, 512, 512})
+    ->Unit(benchmark::kMillisecond)->MinTime(0.2);
+BENCHMARK_CAPTURE(BM_gemm, square_512_bt, gemm_shape{false, true, 512, 512, 512})
+    ->Unit(benchmark::kMillisecond)->MinTime(0.2);
+BENCHMARK_CAPTURE(BM_gemm, square_1024, gemm_shape{false, false, 1024, 1024, 1024})
+    ->Unit(benchmark::kMillisecond)->MinTime(0.2);
+BENCHMARK_CAPTURE(BM_gemm, odd_500x300x700, gemm_shape{false, false, 500, 300, 700})
+    ->Unit(benchmark::kMillisecond)->MinTime(0.2);
+// Batch-1 inference: a matrix-vector product, bound by reading the weights.
+BENCHMARK_CAPTURE(BM_gemm, linear_1x1000x512_bt, gemm_shape{false, true, 1, 1000, 512})
+    ->Unit(benchmark::kMicrosecond)->MinTime(0.2);

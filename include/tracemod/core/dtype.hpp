@@ -1,0 +1,37 @@
+// Element types a Tensor can hold.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+namespace tracemod {
+
+enum class DType : std::uint8_t { float32, int32 };
+
+[[nodiscard]] constexpr std::size_t itemsize(DType d) noexcept {
+  switch (d) {
+    case DType::float32: return sizeof(float);
+    case DType::int32: return sizeof(std::int32_t);
+  }
+  return 0;
+}
+
+[[nodiscard]] constexpr std::string_view dtype_name(DType d) noexcept {
+  switch (d) {
+    case DType::float32: return "float32";
+    case DType::int32: return "int32";
+  }
+  return "?";
+}
+
+template <class T>
+inline constexpr bool is_element_type_v = std::is_same_v<T, float> || std::is_same_v<T, std::int32_t>;
+
+/// The DType that stores C++ type T (float or std::int32_t).
+template <class T>
+  requires is_element_type_v<T>
+inline constexpr DType dtype_of_v = std::is_same_v<T, float> ? DType::float32 : DType::int32;
+
+}  // namespace tracemod

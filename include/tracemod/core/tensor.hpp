@@ -1,0 +1,131 @@
+// Tensor: a shape, a dtype and a shared, 64-byte aligned, contiguous row-major buffer.
+//
+// Copies are cheap and share the buffer (like torch.Tensor / megengine.Tensor handles); clone()
+// makes an independent copy. reshape() returns a view on the same buffer.
+#pragma once
+
+#include <tracemod/core/dtype.hpp>
+#include <tracemod/core/error.hpp>
+#include <tracemod/core/qparams.hpp>
+#include <tracemod/core/shape.hpp>
+#include <tracemod/core/storage.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace tracemod {
+
+class Tensor {
+ public:
+  /// An undefined tensor (no buffer); `defined()` is false.
+  Tensor() = default;
+
+  /// A tensor with uninitialised contents.
+  [[nodiscard]] static Tensor empty(const Shape& shape, DType dtype = DType::float32) {
+    Tensor t;
+    t.shape_ = shape;
+    t.dtype_ = dtype;
+    t.storage_ = std::make_shared<Storage>(static_cast<std::size_t>(shape.numel()) * itemsize(dtype));
+    return t;
+  }
+
+  [[nodiscard]] bool defined() const noexcept { return storage_ != nullptr; }
+  [[nodiscard]] const Shape& shape() const noexcept { return shape_; }
+  [[nodiscard]] DType dtype() const noexcept { return dtype_; }
+  [[nodiscard]] std::size_t ndim() const noexcept { return shape_.rank(); }
+  [[nodiscard]] std::int64_t numel() const noexcept { return shape_.numel(); }
+  [[nodiscard]] std::size_t nbytes() const noexcept { return static_cast<std::size_t>(numel()) * itemsize(dtype_); }
+  /// Extent of `axis`; negative axes count from the end.
+  [[nodiscard]] std::int64_t size(std::int64_t axis) const { return shape_[normalize_axis(axis, ndim(), "Tensor.size")]; }
+
+  template <class T>
+  [[nodiscard]] T* data() {
+    check_access<T>();
+    return reinterpret_cast<T*>(storage_->data());
+  }
+  template <class T>
+  [[nodiscard]] const T* data() const {
+    check_access<T>();
+    return reinterpret_cast<const T*>(storage_->data());
+  }
+  template <class T>
+  [[nodiscard]] std::span<T> values() {
+    return {data<T>(), static_cast<std::size_t>(numel())};
+  }
+  template <class T>
+  [[nodiscard]] std::span<const T> values() const {
+    return {data<T>(), static_cast<std::size_t>(numel())};
+  }
+
+  /// The element at a multi-index (bounds-checked; for tests and small tensors, not for loops).
+  template <class T = float>
+  [[nodiscard]] T at(std::initializer_list<std::int64_t> index) const {
+    if (index.size() != ndim())
+      throw shape_error("Tensor.at: " + std::to_string(index.size()) + " indices for a tensor of shape " +
+                        shape_.to_string());
+    std::int64_t flat = 0;
+    std::size_t axis = 0;
+    for (std::int64_t i : index) {
+      if (i < 0 || i >= shape_[axis])
+        throw shape_error("Tensor.at: index " + std::to_string(i) + " out of range for axis " +
+                          std::to_string(axis) + " of shape " + shape_.to_string());
+      flat = flat * shape_[axis++] + i;
+    }
+    return data<T>()[flat];
+  }
+
+  /// The only element of a one-element tensor.
+  template <class T = float>
+  [[nodiscard]] T item() const {
+    if (numel() != 1) throw shape_error("Tensor.item: tensor of shape " + shape_.to_string() + " is not one element");
+    return data<T>()[0];
+  }
+
+  /// A deep copy (new buffer, same shape, dtype and qparams).
+  [[nodiscard]] Tensor clone() const {
+    if (!defined()) return {};
+    Tensor t = empty(shape_, dtype_);
+    std::memcpy(t.storage_->data(), storage_->data(), nbytes());
+    t.qparams_ = qparams_;
+    return t;
+  }
+
+  /// A view with another shape of the same number of elements (no copy).
+  [[nodiscard]] Tensor reshape(const Shape& shape) const {
+    if (shape.numel() != numel())
+      throw shape_error("Tensor.reshape: cannot reshape " + shape_.to_string() + " (" + std::to_string(numel()) +
+                        " elements) into " + shape.to_string());
+    Tensor t = *this;
+    t.shape_ = shape;
+    return t;
+  }
+
+  [[nodiscard]] bool shares_storage_with(const Tensor& other) const noexcept {
+    return storage_ != nullptr && storage_ == other.storage_;
+  }
+
+  [[nodiscard]] const std::optional<QParams>& qparams() const noexcept { return qparams_; }
+  void set_qparams(std::optional<QParams> q) { qparams_ = std::move(q); }
+
+ private:
+  template <class T>
+  void check_access() const {
+    static_assert(is_element_type_v<T>, "Tensor::data<T>: T must be float or std::int32_t");
+    if (!defined()) throw value_error("Tensor.data: the tensor is undefined (default-constructed)");
+    if (dtype_of_v<T> != dtype_)
+      throw dtype_error(std::string("Tensor.data: requested ") + std::string(dtype_name(dtype_of_v<T>)) +
+                        " from a " + std::string(dtype_name(dtype_)) + " tensor of shape " + shape_.to_string());
+  }
+
+  std::shared_ptr<Storage> storage_;
+  Shape shape_;
+  DType dtype_ = DType::float32;
+  std::optional<QParams> qparams_;
+};
+
+}  // namespace tracemod

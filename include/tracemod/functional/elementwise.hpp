@@ -1,0 +1,118 @@
+// Elementwise functional ops: relu, relu6, neg, exp, sigmoid, tanh (unary) and add, sub, mul, div,
+// minimum, maximum (binary, numpy broadcasting, tensors or scalars on either side).
+#pragma once
+
+#include <tracemod/functional/op.hpp>
+#include <tracemod/kernels/elementwise.hpp>
+
+#include <array>
+#include <string>
+#include <tuple>
+
+namespace tracemod::functional {
+
+namespace detail {
+
+/// Shape of a binary operand: a scalar broadcasts like a rank-0 tensor.
+template <class A>
+Shape operand_shape(const A& a) {
+  if constexpr (scalar_operand<A>)
+    return Shape{};
+  else
+    return a.shape();
+}
+
+template <class Op, class KernelOp, class A, class B>
+Tensor eager_binary(const A& a, const B& b) {
+  static_assert(!(scalar_operand<A> && scalar_operand<B>), "tracemod: a binary op needs at least one tensor operand");
+  if constexpr (!scalar_operand<A>) require_float32(Op::target, Op::operands[0].name, a);
+  if constexpr (!scalar_operand<B>) require_float32(Op::target, Op::operands[1].name, b);
+  const Shape out_shape = broadcast_shapes(operand_shape(a), operand_shape(b), Op::target);
+  Tensor y = Tensor::empty(out_shape);
+  const std::int64_t n = out_shape.numel();
+  if constexpr (scalar_operand<A>) {
+    kernels::binary(KernelOp{}, static_cast<float>(a), b.template data<float>(), y.data<float>(), n);
+  } else if constexpr (scalar_operand<B>) {
+    kernels::binary(KernelOp{}, a.template data<float>(), static_cast<float>(b), y.data<float>(), n);
+  } else if (a.shape() == b.shape()) {
+    kernels::binary(KernelOp{}, a.template data<float>(), b.template data<float>(), y.data<float>(), n);
+  } else {
+    kernels::binary_broadcast(KernelOp{}, a.template data<float>(), a.shape(), b.template data<float>(), b.shape(),
+                              y.data<float>(), out_shape);
+  }
+  return y;
+}
+
+}  // namespace detail
+
+/// f(x) applied to every element.
+template <class Derived, class KernelOp>
+struct unary_op : op_base<Derived> {
+  using kernel_op = KernelOp;
+  using params = no_params;
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
+  static constexpr std::tuple<> fields{};
+
+  static constexpr Shape infer_shape(const params&, const Shape& x) { return x; }
+
+  static Tensor eager(const params&, const Tensor& x) {
+    require_float32(Derived::target, "inp", x);
+    Tensor y = Tensor::empty(x.shape());
+    kernels::unary(KernelOp{}, x.data<float>(), y.data<float>(), x.numel());
+    return y;
+  }
+
+  template <class X>
+  decltype(auto) operator()(const X& x) const {
+    return op_base<Derived>::apply(params{}, x);
+  }
+};
+
+/// f(x, y) with numpy broadcasting; either operand may be a C++ number.
+template <class Derived, class KernelOp>
+struct binary_op : op_base<Derived> {
+  using kernel_op = KernelOp;
+  using params = no_params;
+  static constexpr std::array operands{operand{"x", operand_kind::tensor_or_scalar},
+                                       operand{"y", operand_kind::tensor_or_scalar}};
+  static constexpr std::tuple<> fields{};
+
+  static constexpr Shape infer_shape(const params&, const Shape& x, const Shape& y) {
+    return broadcast_shapes(x, y, Derived::target);
+  }
+
+  template <class X, class Y>
+  static Tensor eager(const params&, const X& x, const Y& y) {
+    return detail::eager_binary<Derived, KernelOp>(x, y);
+  }
+
+  template <class X, class Y>
+  decltype(auto) operator()(const X& x, const Y& y) const {
+    return op_base<Derived>::apply(params{}, x, y);
+  }
+};
+
+#define TRACEMOD_DEFINE_ELEMWISE_OP(op_name, base, kernel, module)                      \
+  struct op_name##_fn : base<op_name##_fn, kernels::kernel> {                            \
+    static constexpr std::string_view name = #op_name;                                  \
+    static constexpr std::string_view target = module "." #op_name;                     \
+    static constexpr call_kind kind = call_kind::function;                              \
+  };                                                                                     \
+  inline constexpr op_name##_fn op_name{};
+
+TRACEMOD_DEFINE_ELEMWISE_OP(relu, unary_op, relu_op, "nn")
+TRACEMOD_DEFINE_ELEMWISE_OP(relu6, unary_op, relu6_op, "nn")
+TRACEMOD_DEFINE_ELEMWISE_OP(sigmoid, unary_op, sigmoid_op, "nn")
+TRACEMOD_DEFINE_ELEMWISE_OP(neg, unary_op, neg_op, "elemwise")
+TRACEMOD_DEFINE_ELEMWISE_OP(exp, unary_op, exp_op, "elemwise")
+TRACEMOD_DEFINE_ELEMWISE_OP(tanh, unary_op, tanh_op, "elemwise")
+TRACEMOD_DEFINE_ELEMWISE_OP(add, binary_op, add_op, "elemwise")
+TRACEMOD_DEFINE_ELEMWISE_OP(sub, binary_op, sub_op, "elemwise")
+TRACEMOD_DEFINE_ELEMWISE_OP(mul, binary_op, mul_op, "elemwise")
+TRACEMOD_DEFINE_ELEMWISE_OP(div, binary_op, div_op, "elemwise")
+TRACEMOD_DEFINE_ELEMWISE_OP(minimum, binary_op, minimum_op, "elemwise")
+TRACEMOD_DEFINE_ELEMWISE_OP(maximum, binary_op, maximum_op, "elemwise")
+
+#undef TRACEMOD_DEFINE_ELEMWISE_OP
+
+}  // namespace tracemod::functional

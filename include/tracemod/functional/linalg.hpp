@@ -1,0 +1,166 @@
+// matmul and linear, on the packed GEMM kernel.
+#pragma once
+
+#include <tracemod/functional/op.hpp>
+#include <tracemod/kernels/gemm.hpp>
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <tuple>
+
+namespace tracemod::functional {
+
+struct matmul_params {
+  bool transpose_a = false;
+  bool transpose_b = false;
+};
+
+/// Matrix product with numpy's rules: 1-D operands are promoted (and the added axis dropped),
+/// leading batch dimensions broadcast. transpose_a/transpose_b transpose the last two axes first.
+struct matmul_fn : op_base<matmul_fn> {
+  static constexpr std::string_view name = "matmul";
+  static constexpr std::string_view target = "math.matmul";
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr std::array operands{operand{"inp1", operand_kind::tensor}, operand{"inp2", operand_kind::tensor}};
+  using params = matmul_params;
+  static constexpr std::tuple fields{positional("transpose_a", &params::transpose_a),
+                                     positional("transpose_b", &params::transpose_b)};
+
+  /// The product's geometry: batch shape, m, n, k, and the output shape.
+  struct plan {
+    Shape batch, out;
+    std::int64_t m, n, k;
+  };
+
+  static constexpr plan make_plan(const params& p, const Shape& a, const Shape& b) {
+    if (a.rank() == 0 || b.rank() == 0)
+      throw shape_error(std::string(target) + ": operands must have rank >= 1, got " + a.to_string() + " and " +
+                        b.to_string());
+    const bool a_vec = a.rank() == 1, b_vec = b.rank() == 1;
+    // Logical (rows, cols) of each operand after the optional transposition.
+    std::int64_t ar = a_vec ? 1 : a[a.rank() - 2], ac = a.back();
+    std::int64_t br = b_vec ? b[0] : b[b.rank() - 2], bc = b_vec ? 1 : b.back();
+    if (p.transpose_a && !a_vec) std::swap(ar, ac);
+    if (p.transpose_b && !b_vec) std::swap(br, bc);
+    if (ac != br)
+      throw shape_error(std::string(target) + ": inner dimensions differ: " + a.to_string() + " @ " + b.to_string() +
+                        (p.transpose_a || p.transpose_b ? " (after transposition)" : "") + " gives " +
+                        std::to_string(ac) + " vs " + std::to_string(br));
+    const Shape a_batch = a.rank() > 2 ? Shape(a.begin(), a.end() - 2) : Shape{};
+    const Shape b_batch = b.rank() > 2 ? Shape(b.begin(), b.end() - 2) : Shape{};
+    if (!broadcastable(a_batch, b_batch))
+      throw shape_error(std::string(target) + ": batch dimensions of " + a.to_string() + " and " + b.to_string() +
+                        " cannot be broadcast together");
+    plan pl{broadcast_shapes(a_batch, b_batch, target), {}, ar, bc, ac};
+    pl.out = pl.batch;
+    if (!a_vec) pl.out.push_back(ar);
+    if (!b_vec) pl.out.push_back(bc);
+    return pl;
+  }
+
+  static constexpr Shape infer_shape(const params& p, const Shape& a, const Shape& b) { return make_plan(p, a, b).out; }
+
+  static Tensor eager(const params& p, const Tensor& a, const Tensor& b) {
+    require_float32(target, "inp1", a);
+    require_float32(target, "inp2", b);
+    const plan pl = make_plan(p, a.shape(), b.shape());
+    Tensor y = Tensor::empty(pl.out);
+    const bool ta = p.transpose_a && a.ndim() > 1, tb = p.transpose_b && b.ndim() > 1;
+    const std::int64_t a_mat = pl.m * pl.k, b_mat = pl.k * pl.n;
+    const std::int64_t lda = ta ? pl.m : pl.k, ldb = tb ? pl.k : pl.n;
+    // Walk the broadcast batch; an operand whose batch extent is 1 (or absent) along an axis stays put.
+    const Shape& batch = pl.batch;
+    const std::size_t r = batch.rank();
+    auto batch_stride = [&](const Shape& s, std::int64_t mat) {
+      Strides st{};
+      const std::size_t sr = s.rank() > 2 ? s.rank() - 2 : 0;
+      std::int64_t acc = mat;
+      for (std::size_t i = sr; i-- > 0;) {
+        st[r - sr + i] = s[i] == 1 ? 0 : acc;
+        acc *= s[i];
+      }
+      return st;
+    };
+    const Strides sa = batch_stride(a.shape(), a_mat), sb = batch_stride(b.shape(), b_mat);
+    const float* pa = a.data<float>();
+    const float* pb = b.data<float>();
+    float* py = y.data<float>();
+    std::array<std::int64_t, Shape::max_rank> idx{};
+    for (std::int64_t i = 0, count = batch.numel(); i < count; ++i) {
+      std::int64_t oa = 0, ob = 0;
+      for (std::size_t d = 0; d < r; ++d) {
+        oa += idx[d] * sa[d];
+        ob += idx[d] * sb[d];
+      }
+      kernels::gemm(ta, tb, pl.m, pl.n, pl.k, 1.f, pa + oa, lda, pb + ob, ldb, 0.f, py + i * pl.m * pl.n, pl.n);
+      for (std::size_t d = r; d-- > 0;) {
+        if (++idx[d] < batch[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return y;
+  }
+
+  template <class A, class B>
+  decltype(auto) operator()(const A& a, const B& b, const params& p = {}) const {
+    return apply(p, a, b);
+  }
+};
+inline constexpr matmul_fn matmul{};
+
+/// y = x @ weight^T + bias, weight of shape (out_features, in_features), x of shape (..., in_features).
+struct linear_fn : op_base<linear_fn> {
+  static constexpr std::string_view name = "linear";
+  static constexpr std::string_view target = "nn.linear";
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}, operand{"weight", operand_kind::tensor},
+                                       operand{"bias", operand_kind::optional_tensor}};
+  using params = no_params;
+  static constexpr std::tuple<> fields{};
+
+  static constexpr Shape infer_shape(const params&, const Shape& x, const Shape& w, const Shape* bias) {
+    if (x.rank() < 1 || w.rank() != 2 || x.back() != w[1])
+      throw shape_error(std::string(target) + ": input " + x.to_string() + " does not match weight " + w.to_string() +
+                        " (expected input (..., " + (w.rank() == 2 ? std::to_string(w[1]) : std::string("in")) +
+                        ") and weight (out_features, in_features))");
+    if (bias && !(bias->rank() == 1 && (*bias)[0] == w[0]))
+      throw shape_error(std::string(target) + ": bias " + bias->to_string() + " does not match weight " +
+                        w.to_string() + " (expected (" + std::to_string(w[0]) + ",))");
+    Shape out(x.begin(), x.end() - 1);
+    out.push_back(w[0]);
+    return out;
+  }
+
+  static Tensor eager(const params& p, const Tensor& x, const Tensor& w, none_t) { return run(p, x, w, nullptr); }
+  static Tensor eager(const params& p, const Tensor& x, const Tensor& w, const Tensor& b) { return run(p, x, w, &b); }
+
+  template <class X, class W>
+  decltype(auto) operator()(const X& x, const W& w) const {
+    return apply(params{}, x, w, none);
+  }
+  template <class X, class W, class B>
+  decltype(auto) operator()(const X& x, const W& w, const B& b) const {
+    return apply(params{}, x, w, b);
+  }
+
+ private:
+  static Tensor run(const params& p, const Tensor& x, const Tensor& w, const Tensor* b) {
+    require_float32(target, "inp", x);
+    require_float32(target, "weight", w);
+    if (b) require_float32(target, "bias", *b);
+    const Shape bias_shape = b ? b->shape() : Shape{};
+    Tensor y = Tensor::empty(infer_shape(p, x.shape(), w.shape(), b ? &bias_shape : nullptr));
+    const std::int64_t out = w.size(0), in = w.size(1);
+    const std::int64_t rows = Shape(x.shape().begin(), x.shape().end() - 1).numel();
+    float* py = y.data<float>();
+    if (b) {  // seed every row with the bias and accumulate onto it (beta = 1): no extra pass
+      for (std::int64_t r = 0; r < rows; ++r) std::copy_n(b->data<float>(), out, py + r * out);
+    }
+    kernels::gemm(false, true, rows, out, in, 1.f, x.data<float>(), in, w.data<float>(), in, b ? 1.f : 0.f, py, out);
+    return y;
+  }
+};
+inline constexpr linear_fn linear{};
+
+}  // namespace tracemod::functional

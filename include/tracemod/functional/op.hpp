@@ -1,0 +1,172 @@
+// The definition of a functional op, and the dispatch that picks its mode from the argument types.
+//
+// Every op is a stateless function object type (relu_fn, conv2d_fn, ...) whose static members are
+// the op's single definition:
+//   name      base for auto-naming outputs ("relu" -> relu_out), MegEngine's func.__name__
+//   target    what a graph prints for the call: "nn.relu", "tensor.flatten", or a tensor method "__add__"
+//   kind      call_kind::function (CallFunction) or call_kind::method (CallMethod on the first operand)
+//   operands  tensor-valued arguments, in order (name and kind)
+//   params    aggregate of the non-tensor arguments with their defaults (designated-initialiser friendly)
+//   fields    the params members in canonical order: positional first, then keyword-only
+//   infer_shape(params, shapes...) -> Shape   (constexpr where the op allows; throws shape_error)
+//   eager(params, args...) -> Tensor          (runs the kernels now)
+// The call operator forwards to op_base::apply, which runs `eager` when every argument is a concrete
+// value (Tensor, scalar, tmod::none, list of Tensors) and otherwise hands the call to an overload of
+// `tracemod_apply(op, params, args...)` found by argument-dependent lookup: the tracing layers above
+// provide those for their symbolic types, so this layer never includes them.
+#pragma once
+
+#include <tracemod/core/constant_scalar.hpp>
+#include <tracemod/core/dtype.hpp>
+#include <tracemod/core/error.hpp>
+#include <tracemod/core/none.hpp>
+#include <tracemod/core/tensor.hpp>
+#include <tracemod/functional/params.hpp>
+
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+namespace tracemod::functional {
+
+enum class call_kind : std::uint8_t { function, method };
+
+enum class operand_kind : std::uint8_t {
+  tensor,            // a tensor (the receiver, for methods, is operand 0)
+  optional_tensor,   // a tensor or tmod::none
+  tensor_or_scalar,  // a tensor or a C++ number (kept as a const value)
+  tensor_list,       // a sequence of tensors (concat)
+};
+
+struct operand {
+  std::string_view name;
+  operand_kind kind;
+};
+
+/// A named member of an op's params struct, positional or keyword-only.
+template <class P, class T>
+struct field {
+  std::string_view name;
+  T P::*member;
+  bool keyword_only;
+};
+template <class P, class T>
+constexpr field<P, T> positional(std::string_view name, T P::*member) {
+  return {name, member, false};
+}
+template <class P, class T>
+constexpr field<P, T> keyword(std::string_view name, T P::*member) {
+  return {name, member, true};
+}
+
+/// The params of an op that has no non-tensor arguments.
+struct no_params {
+  friend constexpr bool operator==(no_params, no_params) noexcept { return true; }
+};
+
+template <class Op>
+concept op_definition = requires {
+  { Op::name } -> std::convertible_to<std::string_view>;
+  { Op::target } -> std::convertible_to<std::string_view>;
+  { Op::kind } -> std::convertible_to<call_kind>;
+  Op::operands;
+  Op::fields;
+  typename Op::params;
+};
+
+/// Calls f(name, value, keyword_only) for each non-tensor argument of `p`, in canonical order.
+template <class Op, class F>
+constexpr void for_each_param(const typename Op::params& p, F&& f) {
+  std::apply([&](const auto&... fl) { (f(fl.name, p.*(fl.member), fl.keyword_only), ...); }, Op::fields);
+}
+
+/// Number of non-tensor arguments of an op.
+template <class Op>
+inline constexpr std::size_t param_count_v = std::tuple_size_v<std::remove_cvref_t<decltype(Op::fields)>>;
+
+/// "stride=(2, 2), padding=(1, 1)" style rendering of params (all of them, for messages).
+template <class Op>
+std::string params_repr(const typename Op::params& p) {
+  std::string s;
+  for_each_param<Op>(p, [&](std::string_view name, const auto& value, bool) {
+    if (!s.empty()) s += ", ";
+    s += std::string(name) + "=" + repr(value);
+  });
+  return s;
+}
+
+template <class T>
+concept tensor_sequence = std::same_as<std::remove_cvref_t<T>, std::vector<Tensor>> ||
+                          std::same_as<std::remove_cvref_t<T>, std::span<const Tensor>>;
+
+/// A C++ number (not bool) or a tmod::c<V> compile-time constant, used where an op takes a scalar.
+template <class T>
+concept scalar_operand = (std::is_arithmetic_v<std::remove_cvref_t<T>> && !std::same_as<std::remove_cvref_t<T>, bool>) ||
+                         is_constant_scalar_v<std::remove_cvref_t<T>>;
+
+/// Arguments that make a call eager: every operand is a concrete value (Tensor or a class derived
+/// from it, such as nn's Parameter and Buffer).
+template <class T>
+concept eager_operand = std::derived_from<std::remove_cvref_t<T>, Tensor> || std::same_as<std::remove_cvref_t<T>, none_t> ||
+                        scalar_operand<T> || tensor_sequence<T>;
+
+namespace detail {
+template <class...>
+inline constexpr bool always_false_v = false;
+}  // namespace detail
+
+/// Whether each argument suits the operand kind it is passed for (a number is no tensor, and
+/// tmod::none is only for optional tensors).
+template <class Op, class... A>
+consteval bool operands_fit() {
+  static_assert(Op::operands.size() == sizeof...(A), "tracemod internal: operand count differs from the op's definition");
+  constexpr std::array<bool, sizeof...(A)> scalar{scalar_operand<A>...};
+  constexpr std::array<bool, sizeof...(A)> absent{std::same_as<std::remove_cvref_t<A>, none_t>...};
+  for (std::size_t i = 0; i < sizeof...(A); ++i) {
+    const operand_kind k = Op::operands[i].kind;
+    if (scalar[i] && k != operand_kind::tensor_or_scalar) return false;
+    if (absent[i] && k != operand_kind::optional_tensor) return false;
+  }
+  return true;
+}
+
+template <class Op>
+struct op_base {
+  template <class... A>
+  static decltype(auto) apply(const auto& params, const A&... args) {
+    static_assert(operands_fit<Op, A...>(),
+                  "tracemod: a functional op received a number or tmod::none where it needs a tensor; pass a "
+                  "tmod::Tensor (or, while tracing, a symbolic tensor)");
+    if constexpr ((eager_operand<A> && ...)) {
+      return Op::eager(params, args...);
+    } else if constexpr (requires { tracemod_apply(Op{}, params, args...); }) {
+      return tracemod_apply(Op{}, params, args...);
+    } else {
+      static_assert(detail::always_false_v<A...>,
+                    "tracemod: every tensor argument of a functional op must be a tmod::Tensor, a symbolic "
+                    "expression from tmod::symbolic_trace, or a tmod::Sym (numbers are allowed where the op "
+                    "takes a scalar); convert the offending argument or call the op with the right operand");
+    }
+  }
+};
+
+/// Rejects an undefined (default-constructed) tensor, naming the op and the operand.
+inline void require_defined(std::string_view op, std::string_view operand_name, const Tensor& t) {
+  if (!t.defined()) throw value_error(std::string(op) + ": operand '" + std::string(operand_name) + "' is an undefined tensor");
+}
+
+/// Rejects tensors the kernels cannot run (float32 only), naming the op and the operand.
+inline void require_float32(std::string_view op, std::string_view operand_name, const Tensor& t) {
+  require_defined(op, operand_name, t);
+  if (t.dtype() != DType::float32)
+    throw dtype_error(std::string(op) + ": operand '" + std::string(operand_name) + "' has dtype " +
+                      std::string(dtype_name(t.dtype())) + " (shape " + t.shape().to_string() +
+                      "), but the op computes in float32");
+}
+
+}  // namespace tracemod::functional

@@ -1,0 +1,173 @@
+// 2-D pooling over NCHW tensors: max_pool2d, avg_pool2d, adaptive_avg_pool2d (PyTorch semantics).
+#pragma once
+
+#include <tracemod/functional/op.hpp>
+#include <tracemod/kernels/pooling.hpp>
+
+#include <array>
+#include <optional>
+#include <string>
+#include <tuple>
+
+namespace tracemod::functional {
+
+namespace detail {
+
+constexpr void require_nchw(std::string_view op, const Shape& x) {
+  if (x.rank() != 4) throw shape_error(std::string(op) + ": input " + x.to_string() + " must be 4-D (N, C, H, W)");
+}
+
+inline kernels::pool2d_geometry pool_geometry(const Shape& x, pair2 kernel, const std::optional<pair2>& stride,
+                                              pair2 padding) {
+  kernels::pool2d_geometry g;
+  g.n = x[0];
+  g.c = x[1];
+  g.h = x[2];
+  g.w = x[3];
+  g.kernel_h = kernel.h;
+  g.kernel_w = kernel.w;
+  const pair2 st = stride.value_or(kernel);  // PyTorch: stride=None means stride = kernel_size
+  g.stride_h = st.h;
+  g.stride_w = st.w;
+  g.pad_h = padding.h;
+  g.pad_w = padding.w;
+  return g;
+}
+
+}  // namespace detail
+
+struct max_pool2d_params {
+  pair2 kernel_size{1};
+  std::optional<pair2> stride{};
+  pair2 padding{0};
+  pair2 dilation{1};
+  bool ceil_mode = false;
+};
+
+struct max_pool2d_fn : op_base<max_pool2d_fn> {
+  static constexpr std::string_view name = "max_pool2d";
+  static constexpr std::string_view target = "nn.max_pool2d";
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
+  using params = max_pool2d_params;
+  static constexpr std::tuple fields{
+      positional("kernel_size", &params::kernel_size), positional("stride", &params::stride),
+      positional("padding", &params::padding), positional("dilation", &params::dilation),
+      positional("ceil_mode", &params::ceil_mode)};
+
+  static kernels::pool2d_geometry geometry(const params& p, const Shape& x) {
+    detail::require_nchw(target, x);
+    kernels::pool2d_geometry g = detail::pool_geometry(x, p.kernel_size, p.stride, p.padding);
+    g.dilation_h = p.dilation.h;
+    g.dilation_w = p.dilation.w;
+    g.ceil_mode = p.ceil_mode;
+    kernels::validate(g, target);
+    return g;
+  }
+  static Shape infer_shape(const params& p, const Shape& x) {
+    const auto g = geometry(p, x);
+    return Shape{g.n, g.c, g.out_h(), g.out_w()};
+  }
+  static Tensor eager(const params& p, const Tensor& x) {
+    require_float32(target, "inp", x);
+    const auto g = geometry(p, x.shape());
+    Tensor y = Tensor::empty(Shape{g.n, g.c, g.out_h(), g.out_w()});
+    kernels::max_pool2d(g, x.data<float>(), y.data<float>());
+    return y;
+  }
+
+  /// F::max_pool2d(x, 3, {.stride = 2, .padding = 1})
+  template <class X>
+  decltype(auto) operator()(const X& x, pair2 kernel_size, params p = {}) const {
+    p.kernel_size = kernel_size;
+    return apply(p, x);
+  }
+};
+inline constexpr max_pool2d_fn max_pool2d{};
+
+struct avg_pool2d_params {
+  pair2 kernel_size{1};
+  std::optional<pair2> stride{};
+  pair2 padding{0};
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+
+struct avg_pool2d_fn : op_base<avg_pool2d_fn> {
+  static constexpr std::string_view name = "avg_pool2d";
+  static constexpr std::string_view target = "nn.avg_pool2d";
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
+  using params = avg_pool2d_params;
+  static constexpr std::tuple fields{
+      positional("kernel_size", &params::kernel_size), positional("stride", &params::stride),
+      positional("padding", &params::padding), positional("ceil_mode", &params::ceil_mode),
+      positional("count_include_pad", &params::count_include_pad)};
+
+  static kernels::pool2d_geometry geometry(const params& p, const Shape& x) {
+    detail::require_nchw(target, x);
+    kernels::pool2d_geometry g = detail::pool_geometry(x, p.kernel_size, p.stride, p.padding);
+    g.ceil_mode = p.ceil_mode;
+    g.count_include_pad = p.count_include_pad;
+    kernels::validate(g, target);
+    return g;
+  }
+  static Shape infer_shape(const params& p, const Shape& x) {
+    const auto g = geometry(p, x);
+    return Shape{g.n, g.c, g.out_h(), g.out_w()};
+  }
+  static Tensor eager(const params& p, const Tensor& x) {
+    require_float32(target, "inp", x);
+    const auto g = geometry(p, x.shape());
+    Tensor y = Tensor::empty(Shape{g.n, g.c, g.out_h(), g.out_w()});
+    kernels::avg_pool2d(g, x.data<float>(), y.data<float>());
+    return y;
+  }
+
+  /// F::avg_pool2d(x, 2, {.stride = 2, .count_include_pad = false})
+  template <class X>
+  decltype(auto) operator()(const X& x, pair2 kernel_size, params p = {}) const {
+    p.kernel_size = kernel_size;
+    return apply(p, x);
+  }
+};
+inline constexpr avg_pool2d_fn avg_pool2d{};
+
+struct adaptive_avg_pool2d_params {
+  pair2 oshp{1};
+};
+
+/// Averages over the input split into oshp (PyTorch's adaptive bins).
+struct adaptive_avg_pool2d_fn : op_base<adaptive_avg_pool2d_fn> {
+  static constexpr std::string_view name = "adaptive_avg_pool2d";
+  static constexpr std::string_view target = "nn.adaptive_avg_pool2d";
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
+  using params = adaptive_avg_pool2d_params;
+  static constexpr std::tuple fields{positional("oshp", &params::oshp)};
+
+  static constexpr Shape infer_shape(const params& p, const Shape& x) {
+    detail::require_nchw(target, x);
+    if (p.oshp.h < 0 || p.oshp.w < 0)
+      throw value_error(std::string(target) + ": output size " + repr(p.oshp) + " must be non-negative");
+    if ((x[2] == 0 || x[3] == 0) && p.oshp.h * p.oshp.w > 0)
+      throw shape_error(std::string(target) + ": input " + x.to_string() + " has an empty plane but the output size is " +
+                        repr(p.oshp));
+    return Shape{x[0], x[1], p.oshp.h, p.oshp.w};
+  }
+  static Tensor eager(const params& p, const Tensor& x) {
+    require_float32(target, "inp", x);
+    Tensor y = Tensor::empty(infer_shape(p, x.shape()));
+    kernels::adaptive_avg_pool2d(x.data<float>(), y.data<float>(), x.size(0), x.size(1), x.size(2), x.size(3), p.oshp.h,
+                                 p.oshp.w);
+    return y;
+  }
+
+  template <class X>
+  decltype(auto) operator()(const X& x, pair2 oshp) const {
+    return apply(params{oshp}, x);
+  }
+};
+inline constexpr adaptive_avg_pool2d_fn adaptive_avg_pool2d{};
+
+}  // namespace tracemod::functional

@@ -1,0 +1,131 @@
+// Tensor arithmetic methods (MegEngine's x.__add__(y), x.__radd__(1), x.__neg__(), ...) and the C++
+// operators on tmod::Tensor that call them. A graph records `x + y` as the method call
+// `x.__add__(y, )`, distinct from the function call `elemwise.add(x, y, )`.
+#pragma once
+
+#include <tracemod/functional/elementwise.hpp>
+
+namespace tracemod::functional {
+
+/// self OP other (or other OP self for the reflected __rop__ forms); self is a tensor.
+template <class Derived, class KernelOp, bool Reflected>
+struct tensor_binary_method : op_base<Derived> {
+  using kernel_op = KernelOp;
+  using params = no_params;
+  static constexpr bool reflected = Reflected;
+  static constexpr std::array operands{operand{"self", operand_kind::tensor},
+                                       operand{"other", operand_kind::tensor_or_scalar}};
+  static constexpr std::tuple<> fields{};
+
+  static constexpr Shape infer_shape(const params&, const Shape& self, const Shape& other) {
+    return Reflected ? broadcast_shapes(other, self, Derived::target) : broadcast_shapes(self, other, Derived::target);
+  }
+
+  template <class S, class O>
+  static Tensor eager(const params&, const S& self, const O& other) {
+    if constexpr (Reflected)
+      return detail::eager_binary<Derived, KernelOp>(other, self);
+    else
+      return detail::eager_binary<Derived, KernelOp>(self, other);
+  }
+
+  template <class S, class O>
+  decltype(auto) operator()(const S& self, const O& other) const {
+    return op_base<Derived>::apply(params{}, self, other);
+  }
+};
+
+#define TRACEMOD_DEFINE_TENSOR_METHOD(op_name, method_name, kernel, reflected)               \
+  struct op_name##_fn : tensor_binary_method<op_name##_fn, kernels::kernel, reflected> { \
+    static constexpr std::string_view name = method_name;                              \
+    static constexpr std::string_view target = method_name;                            \
+    static constexpr call_kind kind = call_kind::method;                               \
+  };                                                                                    \
+  inline constexpr op_name##_fn op_name{};
+
+TRACEMOD_DEFINE_TENSOR_METHOD(method_add, "__add__", add_op, false)
+TRACEMOD_DEFINE_TENSOR_METHOD(method_radd, "__radd__", add_op, true)
+TRACEMOD_DEFINE_TENSOR_METHOD(method_sub, "__sub__", sub_op, false)
+TRACEMOD_DEFINE_TENSOR_METHOD(method_rsub, "__rsub__", sub_op, true)
+TRACEMOD_DEFINE_TENSOR_METHOD(method_mul, "__mul__", mul_op, false)
+TRACEMOD_DEFINE_TENSOR_METHOD(method_rmul, "__rmul__", mul_op, true)
+TRACEMOD_DEFINE_TENSOR_METHOD(method_truediv, "__truediv__", div_op, false)
+TRACEMOD_DEFINE_TENSOR_METHOD(method_rtruediv, "__rtruediv__", div_op, true)
+
+#undef TRACEMOD_DEFINE_TENSOR_METHOD
+
+/// -self
+struct method_neg_fn : unary_op<method_neg_fn, kernels::neg_op> {
+  static constexpr std::string_view name = "__neg__";
+  static constexpr std::string_view target = "__neg__";
+  static constexpr call_kind kind = call_kind::method;
+  static constexpr std::array operands{operand{"self", operand_kind::tensor}};
+};
+inline constexpr method_neg_fn method_neg{};
+
+}  // namespace tracemod::functional
+
+namespace tracemod {
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return functional::method_add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return functional::method_sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return functional::method_mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return functional::method_truediv(a, b); }
+inline Tensor operator-(const Tensor& a) { return functional::method_neg(a); }
+
+template <functional::scalar_operand S>
+Tensor operator+(const Tensor& a, S s) { return functional::method_add(a, s); }
+template <functional::scalar_operand S>
+Tensor operator-(const Tensor& a, S s) { return functional::method_sub(a, s); }
+template <functional::scalar_operand S>
+Tensor operator*(const Tensor& a, S s) { return functional::method_mul(a, s); }
+template <functional::scalar_operand S>
+Tensor operator/(const Tensor& a, S s) { return functional::method_truediv(a, s); }
+template <functional::scalar_operand S>
+Tensor operator+(S s, const Tensor& a) { return functional::method_radd(a, s); }
+template <functional::scalar_operand S>
+Tensor operator-(S s, const Tensor& a) { return functional::method_rsub(a, s); }
+template <functional::scalar_operand S>
+Tensor operator*(S s, const Tensor& a) { return functional::method_rmul(a, s); }
+template <functional::scalar_operand S>
+Tensor operator/(S s, const Tensor& a) { return functional::method_rtruediv(a, s); }
+
+namespace detail {
+
+/// a OP= b in place: the result must have a's shape (b broadcasts into a, never a into b).
+template <class KernelOp, class B>
+Tensor& compound_assign(Tensor& a, const B& b, std::string_view op) {
+  functional::require_float32(op, "self", a);
+  if constexpr (functional::scalar_operand<B>) {
+    kernels::binary(KernelOp{}, a.data<float>(), static_cast<float>(b), a.data<float>(), a.numel());
+  } else {
+    functional::require_float32(op, "other", b);
+    if (broadcast_shapes(a.shape(), b.shape(), op) != a.shape())
+      throw shape_error(std::string(op) + ": in-place result must keep shape " + a.shape().to_string() +
+                        ", but broadcasting with " + b.shape().to_string() + " changes it");
+    if (a.shape() == b.shape())
+      kernels::binary(KernelOp{}, a.data<float>(), b.template data<float>(), a.data<float>(), a.numel());
+    else
+      kernels::binary_broadcast(KernelOp{}, a.data<float>(), a.shape(), b.template data<float>(), b.shape(), a.data<float>(),
+                                a.shape());
+  }
+  return a;
+}
+
+}  // namespace detail
+
+// In place, like torch's `x += y`: every tensor sharing a's buffer sees the change.
+template <class B>
+  requires std::same_as<B, Tensor> || functional::scalar_operand<B>
+Tensor& operator+=(Tensor& a, const B& b) { return detail::compound_assign<kernels::add_op>(a, b, "__iadd__"); }
+template <class B>
+  requires std::same_as<B, Tensor> || functional::scalar_operand<B>
+Tensor& operator-=(Tensor& a, const B& b) { return detail::compound_assign<kernels::sub_op>(a, b, "__isub__"); }
+template <class B>
+  requires std::same_as<B, Tensor> || functional::scalar_operand<B>
+Tensor& operator*=(Tensor& a, const B& b) { return detail::compound_assign<kernels::mul_op>(a, b, "__imul__"); }
+template <class B>
+  requires std::same_as<B, Tensor> || functional::scalar_operand<B>
+Tensor& operator/=(Tensor& a, const B& b) { return detail::compound_assign<kernels::div_op>(a, b, "__itruediv__"); }
+
+}  // namespace tracemod

@@ -1,0 +1,160 @@
+// im2col fused into GEMM packing: the columns matrix of one image and group (rows (c, r, s), columns
+// output positions) is never materialised; its blocks are written straight into the NR-wide panels
+// the GEMM micro-kernel streams. The input is read with its padding materialised (a zero-bordered
+// copy when the convolution pads), so no read needs a bounds test.
+#pragma once
+
+#include <tracemod/kernels/detail/gemm_driver.hpp>
+#include <tracemod/kernels/detail/gemm_micro_kernel.hpp>
+#include <tracemod/kernels/simd.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+
+namespace tracemod::kernels::detail {
+
+/// 0, 1, 2, ...: loaded as a batch, the index of each lane.
+alignas(buffer_alignment) inline constexpr std::array<float, 16> conv_lane_ids{0, 1, 2,  3,  4,  5,  6,  7,
+                                                                               8, 9, 10, 11, 12, 13, 14, 15};
+alignas(buffer_alignment) inline constexpr std::array<std::int32_t, 16> conv_lane_ids32{0, 1, 2,  3,  4,  5,  6,  7,
+                                                                                        8, 9, 10, 11, 12, 13, 14, 15};
+static_assert(simd_width <= conv_lane_ids.size());
+
+/// Geometry of the columns matrix of one image and group, over an input padded on all sides.
+struct im2col_source {
+  const float* data;                 ///< channels x padded_h x padded_w
+  std::int64_t padded_h, padded_w;
+  std::int64_t out_w;
+  std::int64_t r, s;
+  std::int64_t stride_h, stride_w, dil_h, dil_w;
+};
+
+/// Copies `channels` planes of h x w into `dst` with pad_h / pad_w zero rows / columns on each side.
+inline void conv_pad_input(const float* src, std::int64_t channels, std::int64_t h, std::int64_t w,
+                           std::int64_t pad_h, std::int64_t pad_w, float* dst) {
+  const std::int64_t wp = w + 2 * pad_w;
+  const std::int64_t hp = h + 2 * pad_h;
+  for (std::int64_t ch = 0; ch < channels; ++ch, src += h * w, dst += hp * wp) {
+    std::fill_n(dst, pad_h * wp, 0.0f);
+    for (std::int64_t y = 0; y < h; ++y) {
+      float* row = dst + (pad_h + y) * wp;
+      std::fill_n(row, pad_w, 0.0f);
+      std::copy_n(src + y * w, w, row + pad_w);
+      std::fill_n(row + pad_w + w, pad_w, 0.0f);
+    }
+    std::fill_n(dst + (pad_h + h) * wp, pad_h * wp, 0.0f);
+  }
+}
+
+/// How one vector of a panel row is read. Its lanes are consecutive output positions; with unit
+/// stride they are unit-stride runs in the padded input, broken where positions wrap to the next
+/// output row. A few runs are read with one load each, blended; more are gathered.
+struct im2col_vector {
+  static constexpr std::int64_t max_runs = 4;
+  static constexpr std::int64_t gathered = max_runs + 1;
+  std::int64_t runs;                            ///< 0 for pure padding, `gathered`, or 1..max_runs
+  std::array<std::int64_t, max_runs> start{};   ///< first lane of each run
+  std::array<std::int64_t, max_runs> offset{};  ///< where a vector load puts each run's lanes in place
+};
+
+/// conv_pack_columns for nc <= gemm_nc. Each row (c, r, s) is the input shifted by (r, s), sampled
+/// at the block's output positions, so the reading plan of each vector is made once per block and
+/// reused for all kc rows. Offsets grow by at least one per lane, so every run load lies between
+/// its vector's first and last element.
+inline void conv_pack_column_block(const im2col_source& src, std::int64_t k0, std::int64_t kc, std::int64_t j0,
+                                   std::int64_t nc, float* dst) {
+  using ibatch = xsimd::batch<std::int32_t, arch>;
+  constexpr auto w = static_cast<std::int64_t>(simd_width);
+  constexpr std::int64_t vectors_per_panel = gemm_nr / w;
+  const std::int64_t plane = src.padded_h * src.padded_w;
+  const std::int64_t vectors = (nc + gemm_nr - 1) / gemm_nr * vectors_per_panel;
+  // Gathers take 32-bit offsets: planes over 8 GiB fall back to scalar reads.
+  const bool gather_fits = plane <= std::numeric_limits<std::int32_t>::max();
+  const fbatch lane_id = fbatch::load_aligned(conv_lane_ids.data());
+
+  // Offsets of the block's output positions (the origin for lanes past nc, zeroed below).
+  alignas(buffer_alignment) std::array<std::int32_t, gemm_nc> offset32;
+  std::array<std::int64_t, gemm_nc> offset;
+  for (std::int64_t j = 0; j < vectors * w; ++j) {
+    const std::int64_t pos = j0 + j;
+    offset[j] = j < nc ? pos / src.out_w * src.stride_h * src.padded_w + pos % src.out_w * src.stride_w : 0;
+    offset32[j] = gather_fits ? static_cast<std::int32_t>(offset[j]) : 0;
+  }
+  std::array<im2col_vector, gemm_nc / w> plan;
+  for (std::int64_t q = 0; q < vectors; ++q) {
+    const std::int64_t* lane = offset.data() + q * w;
+    const std::int64_t valid = std::clamp<std::int64_t>(nc - q * w, 0, w);
+    im2col_vector& v = plan[q];
+    v.runs = valid == 0 ? 0 : valid < w ? im2col_vector::gathered : 1;
+    for (std::int64_t l = 1; l < valid && v.runs <= im2col_vector::max_runs; ++l) {
+      if (lane[l] == lane[l - 1] + 1) continue;
+      if (v.runs++ < im2col_vector::max_runs) v.start[v.runs - 1] = l;
+    }
+    if (v.runs > im2col_vector::max_runs) v.runs = im2col_vector::gathered;
+    for (std::int64_t r = 0; r < std::min(v.runs, im2col_vector::max_runs); ++r)
+      v.offset[r] = lane[v.start[r]] - v.start[r];
+  }
+
+  // Rows go in passes: the offsets of a pass's (c, r, s) rows are tabled, then each vector's plan is
+  // applied down the whole pass, so the inner loops carry no per-vector decisions.
+  constexpr std::int64_t pass_rows = 128;
+  std::array<std::int64_t, pass_rows> row;
+  std::int64_t ss = k0 % src.s, rr = k0 / src.s % src.r, ch = k0 / (src.s * src.r);
+  for (std::int64_t kb = 0; kb < kc; kb += pass_rows) {
+    const std::int64_t rows = std::min(pass_rows, kc - kb);
+    for (std::int64_t k = 0; k < rows; ++k) {
+      row[k] = ch * plane + rr * src.dil_h * src.padded_w + ss * src.dil_w;
+      if (++ss == src.s) {
+        ss = 0;
+        if (++rr == src.r) {
+          rr = 0;
+          ++ch;
+        }
+      }
+    }
+    for (std::int64_t q = 0; q < vectors; ++q) {
+      float* out = dst + q / vectors_per_panel * kc * gemm_nr + kb * gemm_nr + q % vectors_per_panel * w;
+      const im2col_vector& v = plan[q];
+      if (v.runs == 0) {
+        for (std::int64_t k = 0; k < rows; ++k) fbatch(0.0f).store_aligned(out + k * gemm_nr);
+      } else if (v.runs == 1) {
+        for (std::int64_t k = 0; k < rows; ++k)
+          fbatch::load_unaligned(src.data + row[k] + v.offset[0]).store_aligned(out + k * gemm_nr);
+      } else if (v.runs <= im2col_vector::max_runs) {
+        std::array<xsimd::batch_bool<float, arch>, im2col_vector::max_runs> from_run;
+        for (std::int64_t r = 1; r < v.runs; ++r) from_run[r] = lane_id >= fbatch(static_cast<float>(v.start[r]));
+        for (std::int64_t k = 0; k < rows; ++k) {
+          const float* base = src.data + row[k];
+          fbatch x = fbatch::load_unaligned(base + v.offset[0]);
+          for (std::int64_t r = 1; r < v.runs; ++r)
+            x = xsimd::select(from_run[r], fbatch::load_unaligned(base + v.offset[r]), x);
+          x.store_aligned(out + k * gemm_nr);
+        }
+      } else if (gather_fits) {
+        const auto index = ibatch::load_aligned(offset32.data() + q * w);
+        for (std::int64_t k = 0; k < rows; ++k) fbatch::gather(src.data + row[k], index).store_aligned(out + k * gemm_nr);
+      } else {
+        for (std::int64_t k = 0; k < rows; ++k)
+          for (std::int64_t l = 0; l < w; ++l) out[k * gemm_nr + l] = src.data[row[k] + offset[q * w + l]];
+      }
+    }
+  }
+  // Lanes past nc in the last partial vector read the origin; zero them.
+  if (nc % w != 0) {
+    float* last = dst + nc / gemm_nr * kc * gemm_nr;
+    for (std::int64_t k = 0; k < kc; ++k)
+      std::fill(last + k * gemm_nr + nc % gemm_nr, last + k * gemm_nr + (nc % gemm_nr + w - 1) / w * w, 0.0f);
+  }
+}
+
+/// Rows [k0, k0 + kc) x columns [j0, j0 + nc) of the columns matrix, laid out as gemm_pack_b lays
+/// out op(B).
+inline void conv_pack_columns(const im2col_source& src, std::int64_t k0, std::int64_t kc, std::int64_t j0,
+                              std::int64_t nc, float* dst) {
+  for (std::int64_t c0 = 0; c0 < nc; c0 += gemm_nc)
+    conv_pack_column_block(src, k0, kc, j0 + c0, std::min(gemm_nc, nc - c0), dst + c0 * kc);
+}
+
+}  // namespace tracemod::kernels::detail

@@ -1,0 +1,89 @@
+// Reduces a numpy-broadcast binary op to the fewest nested loops over contiguous rows.
+#pragma once
+
+#include <tracemod/core/shape.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace tracemod::kernels::detail {
+
+/// The op's `name` for error messages, if it has one.
+template <class Op>
+[[nodiscard]] constexpr std::string_view op_name() noexcept {
+  if constexpr (requires { std::string_view(Op::name); })
+    return Op::name;
+  else
+    return "binary_broadcast";
+}
+
+/// Loops over a contiguous output, outermost first. Output dims of extent 1 are dropped and
+/// adjacent dims that are contiguous in both operands merged, so `x[N,C,H,W] + bias[C,1,1]` becomes
+/// N*C rows of H*W elements. An operand's stride is 0 along the dims it is broadcast over; in the
+/// innermost dim it is 0 or 1, and never 0 for both.
+struct broadcast_loops {
+  using per_dim = std::array<std::int64_t, Shape::max_rank>;
+  std::size_t rank = 0;
+  per_dim extent{};
+  per_dim stride_a{};
+  per_dim stride_b{};
+};
+
+/// Element strides of `s`, right-aligned into the output rank `rank`, 0 where `s` is broadcast.
+[[nodiscard]] inline broadcast_loops::per_dim broadcast_strides(const Shape& s, std::size_t rank) noexcept {
+  const Strides own = contiguous_strides(s);
+  const std::size_t offset = rank - s.rank();
+  broadcast_loops::per_dim out{};
+  for (std::size_t d = 0; d < s.rank(); ++d) out[offset + d] = s[d] == 1 ? 0 : own[d];
+  return out;
+}
+
+/// Requires sy == broadcast_shapes(sa, sb) and sy.numel() > 0.
+[[nodiscard]] inline broadcast_loops plan_broadcast(const Shape& sa, const Shape& sb, const Shape& sy) noexcept {
+  const auto stride_a = broadcast_strides(sa, sy.rank());
+  const auto stride_b = broadcast_strides(sb, sy.rank());
+  broadcast_loops loops;
+  for (std::size_t d = 0; d < sy.rank(); ++d) {
+    if (sy[d] == 1) continue;
+    std::size_t at = loops.rank;
+    if (at > 0 && loops.stride_a[at - 1] == stride_a[d] * sy[d] && loops.stride_b[at - 1] == stride_b[d] * sy[d]) {
+      --at;  // contiguous with the previous loop in both operands: one loop
+      loops.extent[at] *= sy[d];
+    } else {
+      loops.extent[at] = sy[d];
+      ++loops.rank;
+    }
+    loops.stride_a[at] = stride_a[d];
+    loops.stride_b[at] = stride_b[d];
+  }
+  if (loops.rank == 0) {  // a single element
+    loops.extent[0] = loops.stride_a[0] = loops.stride_b[0] = 1;
+    loops.rank = 1;
+  }
+  return loops;
+}
+
+/// Calls row(offset_a, offset_b, offset_y) for every innermost row, in output order.
+template <class Row>
+void for_each_row(const broadcast_loops& loops, const Row& row) {
+  const std::size_t outer = loops.rank - 1;
+  std::int64_t rows = 1;
+  for (std::size_t d = 0; d < outer; ++d) rows *= loops.extent[d];
+  broadcast_loops::per_dim index{};
+  std::int64_t offset_a = 0, offset_b = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    row(offset_a, offset_b, r * loops.extent[outer]);
+    for (std::size_t d = outer; d-- > 0;) {  // odometer step over the outer dims
+      offset_a += loops.stride_a[d];
+      offset_b += loops.stride_b[d];
+      if (++index[d] < loops.extent[d]) break;
+      offset_a -= loops.stride_a[d] * loops.extent[d];
+      offset_b -= loops.stride_b[d] * loops.extent[d];
+      index[d] = 0;
+    }
+  }
+}
+
+}  // namespace tracemod::kernels::detail

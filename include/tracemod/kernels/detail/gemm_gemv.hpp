@@ -1,0 +1,98 @@
+// Matrix-vector products: the GEMMs with M == 1 or N == 1 (batch-1 nn.Linear). Packing and NR-wide
+// tiles would waste most of their work there, and the cost is reading the matrix once, so the
+// matrix is streamed in place along its contiguous direction.
+#pragma once
+
+#include <tracemod/kernels/detail/gemm_pack.hpp>
+#include <tracemod/kernels/detail/gemm_workspace.hpp>
+#include <tracemod/kernels/simd.hpp>
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+namespace tracemod::kernels::detail {
+
+/// y = alpha * dot + bias + beta * y, where beta == 0 never reads y.
+inline void gemv_merge(float alpha, float dot, float bias, float beta, float& y) {
+  y = beta == 0.0f ? alpha * dot + bias : alpha * dot + bias + beta * y;
+}
+
+/// Rows i0 + R... of x (contiguous in p) dotted with v: one register chain per row.
+template <std::int64_t... R>
+inline void gemv_dot_rows(std::integer_sequence<std::int64_t, R...>, std::int64_t i0, std::int64_t k, float alpha,
+                          const strided_matrix& x, const float* v, float beta, const float* bias, float* y,
+                          std::int64_t incy) {
+  constexpr auto w = static_cast<std::int64_t>(simd_width);
+  const std::int64_t k_vec = k / w * w;
+  const std::array<const float*, sizeof...(R)> row{(x.data + (i0 + R) * x.rs)...};
+  std::array<fbatch, sizeof...(R)> acc{};
+  for (std::int64_t p = 0; p < k_vec; p += w) {
+    const fbatch vp = fbatch::load_unaligned(v + p);
+    ((acc[R] = xsimd::fma(fbatch::load_unaligned(row[R] + p), vp, acc[R])), ...);
+  }
+  std::array<float, sizeof...(R)> dot{xsimd::hadd(acc[R])...};
+  for (std::int64_t p = k_vec; p < k; ++p) ((dot[R] += row[R][p] * v[p]), ...);
+  (gemv_merge(alpha, dot[R], bias != nullptr ? bias[i0 + R] : 0.0f, beta, y[(i0 + R) * incy]), ...);
+}
+
+/// Rows [i0, i0 + W * sizeof...(R)) of x (contiguous in i) times v: column by column, one register
+/// chain per vector of rows.
+template <std::int64_t... R>
+inline void gemv_axpy_rows(std::integer_sequence<std::int64_t, R...>, std::int64_t i0, std::int64_t k, float alpha,
+                           const strided_matrix& x, const float* v, float beta, float* y, std::int64_t incy) {
+  constexpr auto w = static_cast<std::int64_t>(simd_width);
+  std::array<fbatch, sizeof...(R)> acc{};
+  for (std::int64_t p = 0; p < k; ++p) {
+    const fbatch vp(v[p]);
+    const float* column = x.data + p * x.cs + i0;
+    ((acc[R] = xsimd::fma(fbatch::load_unaligned(column + R * w), vp, acc[R])), ...);
+  }
+  alignas(buffer_alignment) std::array<float, sizeof...(R) * simd_width> dots;
+  (acc[R].store_aligned(dots.data() + R * w), ...);
+  for (std::int64_t q = 0; q < static_cast<std::int64_t>(dots.size()); ++q)
+    gemv_merge(alpha, dots[q], 0.0f, beta, y[(i0 + q) * incy]);
+}
+
+/// y[i * incy] = alpha * sum over p < k of x(i, p) * v[p] + bias[i] + beta * y[i * incy] for i in
+/// [i0, i0 + rows), x contiguous in p, bias nullable, beta == 0 never reading y.
+inline void gemm_dot_rows(std::int64_t i0, std::int64_t rows, std::int64_t k, float alpha, const strided_matrix& x,
+                          const float* v, float beta, const float* bias, float* y, std::int64_t incy) {
+  constexpr std::int64_t chains = 4;
+  std::int64_t i = i0;
+  for (; i + chains <= i0 + rows; i += chains)
+    gemv_dot_rows(std::make_integer_sequence<std::int64_t, chains>{}, i, k, alpha, x, v, beta, bias, y, incy);
+  for (; i < i0 + rows; ++i)
+    gemv_dot_rows(std::make_integer_sequence<std::int64_t, 1>{}, i, k, alpha, x, v, beta, bias, y, incy);
+}
+
+/// y[i * incy] = alpha * sum over p < k of x(i, p) * v[p * incv] + beta * y[i * incy] for i < rows,
+/// beta == 0 never reading y.
+inline void gemm_gemv(std::int64_t rows, std::int64_t k, float alpha, const strided_matrix& x, const float* v,
+                      std::int64_t incv, float beta, float* y, std::int64_t incy) {
+  constexpr auto w = static_cast<std::int64_t>(simd_width);
+  constexpr std::int64_t chains = 4;
+  if (incv != 1) {  // vector loads need v contiguous
+    float* contiguous = scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(k));
+    for (std::int64_t p = 0; p < k; ++p) contiguous[p] = v[p * incv];
+    v = contiguous;
+  }
+  const auto one = std::make_integer_sequence<std::int64_t, 1>{};
+  const auto several = std::make_integer_sequence<std::int64_t, chains>{};
+  std::int64_t i = 0;
+  if (x.cs == 1) {
+    gemm_dot_rows(0, rows, k, alpha, x, v, beta, nullptr, y, incy);
+    return;
+  }
+  if (x.rs == 1) {
+    for (; i + chains * w <= rows; i += chains * w) gemv_axpy_rows(several, i, k, alpha, x, v, beta, y, incy);
+    for (; i + w <= rows; i += w) gemv_axpy_rows(one, i, k, alpha, x, v, beta, y, incy);
+  }
+  for (; i < rows; ++i) {
+    float dot = 0.0f;
+    for (std::int64_t p = 0; p < k; ++p) dot += x.data[i * x.rs + p * x.cs] * v[p];
+    gemv_merge(alpha, dot, 0.0f, beta, y[i * incy]);
+  }
+}
+
+}  // namespace tracemod::kernels::detail

@@ -1,0 +1,131 @@
+// The register-blocked inner kernel of the GEMM: a Rows x NR tile of C accumulated in vector
+// registers from Rows broadcast rows of op(A) and one packed NR-wide panel of op(B), then merged
+// into C as alpha * tile + bias + beta * C.
+#pragma once
+
+#include <tracemod/kernels/simd.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
+
+namespace tracemod::kernels::detail {
+
+/// Tile: MR rows of two vectors each (one for a last panel of at most W columns). MR * 2 accumulators
+/// plus the two panel vectors and a broadcast fill the register file: 8 x 2 with AVX-512's 32
+/// registers, 6 x 2 with 16.
+inline constexpr std::int64_t gemm_mr = simd_width >= 16 ? 8 : 6;
+inline constexpr std::int64_t gemm_nr = 2 * static_cast<std::int64_t>(simd_width);
+
+/// Row-major gemm_mr x gemm_nr accumulator tile, spilled once per micro-kernel call.
+struct alignas(buffer_alignment) gemm_tile {
+  std::array<float, gemm_mr * gemm_nr> v;
+};
+
+/// Tile rows I... of sum over k < kc of a(i, k) * b(k, :), over the first NV vectors of the panel.
+/// The accumulators are indexed only by constants (fold expressions, no loops, no lambdas), so they
+/// live in registers however the surrounding code gets inlined.
+template <bool Packed, std::int64_t NV, std::int64_t... I>
+inline void gemm_micro_kernel(std::integer_sequence<std::int64_t, I...>, std::int64_t kc, const float* a,
+                              std::int64_t a_rs, const float* b, gemm_tile& tile) {
+  static_assert(NV == 1 || NV == 2);
+  constexpr auto w = static_cast<std::int64_t>(simd_width);
+  const std::int64_t rs = Packed ? 1 : a_rs;
+  constexpr std::int64_t cs = Packed ? gemm_mr : 1;
+  std::array<fbatch, NV * sizeof...(I)> acc{};
+  for (std::int64_t k = 0; k < kc; ++k, a += cs, b += gemm_nr) {
+    const fbatch b0 = fbatch::load_aligned(b);
+    if constexpr (NV == 1) {
+      ((acc[I] = xsimd::fma(fbatch(a[I * rs]), b0, acc[I])), ...);
+    } else {
+      const fbatch b1 = fbatch::load_aligned(b + w);
+      ((acc[2 * I] = xsimd::fma(fbatch(a[I * rs]), b0, acc[2 * I]),
+        acc[2 * I + 1] = xsimd::fma(fbatch(a[I * rs]), b1, acc[2 * I + 1])),
+       ...);
+    }
+  }
+  (acc[NV * I].store_aligned(tile.v.data() + I * gemm_nr), ...);
+  if constexpr (NV == 2) (acc[2 * I + 1].store_aligned(tile.v.data() + I * gemm_nr + w), ...);
+}
+
+/// How a tile merges into C: C(i, j) = alpha * tile(i, j) + bias[i] + beta * C(i, j), where a null
+/// bias adds nothing and beta == 0 never reads C.
+struct gemm_epilogue {
+  float alpha, beta;
+  const float* bias;
+};
+
+/// Merges rows [0, rows) x columns [0, cols) of the tile into C.
+inline void gemm_store_tile(const gemm_tile& tile, std::int64_t rows, std::int64_t cols, const gemm_epilogue& e,
+                            float* c, std::int64_t rs_c, std::int64_t cs_c) {
+  constexpr auto w = static_cast<std::int64_t>(simd_width);
+  const float alpha = e.alpha, beta = e.beta;
+  if (cols % w == 0 && cs_c == 1) {
+    const fbatch va(alpha);
+    const fbatch vb(beta);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const fbatch bias(e.bias != nullptr ? e.bias[i] : 0.0f);
+      for (std::int64_t j = 0; j < cols; j += w) {
+        float* p = c + i * rs_c + j;
+        fbatch x = xsimd::fma(va, fbatch::load_aligned(tile.v.data() + i * gemm_nr + j), bias);
+        if (beta != 0.0f) x = xsimd::fma(vb, fbatch::load_unaligned(p), x);
+        x.store_unaligned(p);
+      }
+    }
+    return;
+  }
+  // Element-wise: edge tiles, and C^T when the caller computes the transposed product. Loops go in
+  // C's memory order with beta hoisted, so the compiler keeps them tight.
+  const bool row_major = cs_c <= rs_c;
+  const std::int64_t outer = row_major ? rows : cols, inner = row_major ? cols : rows;
+  const std::int64_t outer_c = row_major ? rs_c : cs_c, inner_c = row_major ? cs_c : rs_c;
+  const std::int64_t outer_t = row_major ? gemm_nr : 1, inner_t = row_major ? 1 : gemm_nr;
+  alignas(buffer_alignment) std::array<float, gemm_mr> bias{};
+  if (e.bias != nullptr) std::copy_n(e.bias, rows, bias.begin());
+  for (std::int64_t o = 0; o < outer; ++o) {
+    float* out = c + o * outer_c;
+    const float* t = tile.v.data() + o * outer_t;
+    // Row i of the tile is o (row-major walk) or q (column-major walk).
+    const auto row_bias = [&](std::int64_t q) { return bias[row_major ? o : q]; };
+    if (beta == 0.0f) {
+      for (std::int64_t q = 0; q < inner; ++q) out[q * inner_c] = alpha * t[q * inner_t] + row_bias(q);
+    } else {
+      for (std::int64_t q = 0; q < inner; ++q)
+        out[q * inner_c] = alpha * t[q * inner_t] + row_bias(q) + beta * out[q * inner_c];
+    }
+  }
+}
+
+/// Accumulates a Rows x (NV * W) tile (a read as a[i * a_rs + k], or a[k * gemm_mr + i] when
+/// Packed; b a 64-byte aligned panel of gemm_nr floats per k) and merges its first cols columns into C
+/// (bias, if any, indexed from the tile's first row).
+template <std::int64_t Rows, bool Packed, std::int64_t NV>
+inline void gemm_tile_update(std::int64_t kc, const float* a, std::int64_t a_rs, const float* b, std::int64_t cols,
+                             const gemm_epilogue& e, float* c, std::int64_t rs_c, std::int64_t cs_c) {
+  gemm_tile tile;
+  gemm_micro_kernel<Packed, NV>(std::make_integer_sequence<std::int64_t, Rows>{}, kc, a, a_rs, b, tile);
+  gemm_store_tile(tile, Rows, cols, e, c, rs_c, cs_c);
+}
+
+using gemm_tile_fn = void (*)(std::int64_t, const float*, std::int64_t, const float*, std::int64_t,
+                              const gemm_epilogue&, float*, std::int64_t, std::int64_t);
+
+/// gemm_tile_update instantiations indexed by Rows - 1: partial row panels waste no flops.
+template <bool Packed, std::int64_t NV, std::int64_t... R>
+inline constexpr std::array<gemm_tile_fn, sizeof...(R)> make_gemm_tile_updates(
+    std::integer_sequence<std::int64_t, R...>) {
+  return {&gemm_tile_update<R + 1, Packed, NV>...};
+}
+template <bool Packed, std::int64_t NV>
+inline constexpr auto gemm_tile_updates =
+    make_gemm_tile_updates<Packed, NV>(std::make_integer_sequence<std::int64_t, gemm_mr>{});
+
+/// The tile update for `rows` rows and `cols` columns: one vector per row when that covers them.
+inline gemm_tile_fn gemm_tile_update_for(std::int64_t rows, std::int64_t cols, bool packed) {
+  const bool one_vector = cols <= static_cast<std::int64_t>(simd_width);
+  if (packed) return (one_vector ? gemm_tile_updates<true, 1> : gemm_tile_updates<true, 2>)[rows - 1];
+  return (one_vector ? gemm_tile_updates<false, 1> : gemm_tile_updates<false, 2>)[rows - 1];
+}
+
+}  // namespace tracemod::kernels::detail

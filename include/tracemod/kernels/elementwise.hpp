@@ -1,0 +1,182 @@
+// Elementwise SIMD kernels: unary and binary operations on contiguous float32 arrays, with
+// tensor-scalar forms and numpy broadcasting. Every element, wherever it sits (vector body, tail,
+// broadcast row, scalar call), goes through the same fbatch code, so results are bit-identical
+// across kernels and a fused loop composed from the same operations.
+#pragma once
+
+#include <tracemod/core/error.hpp>
+#include <tracemod/core/shape.hpp>
+#include <tracemod/kernels/detail/elementwise_broadcast.hpp>
+#include <tracemod/kernels/detail/elementwise_loop.hpp>
+#include <tracemod/kernels/detail/elementwise_math.hpp>
+#include <tracemod/kernels/simd.hpp>
+
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tracemod::kernels {
+
+/// An operation the kernels apply lane by lane: fbatch -> fbatch and float -> float.
+template <class Op>
+concept unary_operation = requires(const Op& op, const fbatch& v, float s) {
+  { op(v) } -> std::same_as<fbatch>;
+  { op(s) } -> std::same_as<float>;
+};
+
+/// As unary_operation, with two operands.
+template <class Op>
+concept binary_operation = requires(const Op& op, const fbatch& v, float s) {
+  { op(v, v) } -> std::same_as<fbatch>;
+  { op(s, s) } -> std::same_as<float>;
+};
+
+template <class Op>
+inline constexpr bool is_unary_op_v = unary_operation<Op>;
+template <class Op>
+inline constexpr bool is_binary_op_v = binary_operation<Op>;
+
+// The operations. Each is a stateless function object: the fbatch overload does the work, the float
+// overload runs it on one lane. NaN in gives NaN out for every operation, as in PyTorch:
+// relu/relu6 pass NaN through and minimum/maximum return NaN when either operand is NaN.
+// relu and relu6 map -0 to +0.
+
+struct neg_op {
+  static constexpr std::string_view name = "neg";
+  fbatch operator()(const fbatch& x) const noexcept { return -x; }
+  float operator()(float x) const noexcept { return detail::on_one_lane(*this, x); }
+};
+
+struct relu_op {
+  static constexpr std::string_view name = "relu";
+  fbatch operator()(const fbatch& x) const noexcept {
+    return xsimd::select(x <= fbatch(0.0f), fbatch(0.0f), x);  // NaN <= 0 is false: NaN stays
+  }
+  float operator()(float x) const noexcept { return detail::on_one_lane(*this, x); }
+};
+
+struct relu6_op {
+  static constexpr std::string_view name = "relu6";
+  fbatch operator()(const fbatch& x) const noexcept {
+    const fbatch six(6.0f);
+    return xsimd::select(x <= fbatch(0.0f), fbatch(0.0f), xsimd::select(x > six, six, x));
+  }
+  float operator()(float x) const noexcept { return detail::on_one_lane(*this, x); }
+};
+
+struct exp_op {
+  static constexpr std::string_view name = "exp";
+  fbatch operator()(const fbatch& x) const noexcept { return detail::exp_full_range(x); }
+  float operator()(float x) const noexcept { return detail::on_one_lane(*this, x); }
+};
+
+struct sigmoid_op {
+  static constexpr std::string_view name = "sigmoid";
+  fbatch operator()(const fbatch& x) const noexcept { return detail::sigmoid(x); }
+  float operator()(float x) const noexcept { return detail::on_one_lane(*this, x); }
+};
+
+struct tanh_op {
+  static constexpr std::string_view name = "tanh";
+  fbatch operator()(const fbatch& x) const noexcept { return xsimd::tanh(x); }  // 1 ulp, +-1 for large |x|
+  float operator()(float x) const noexcept { return detail::on_one_lane(*this, x); }
+};
+
+struct add_op {
+  static constexpr std::string_view name = "add";
+  fbatch operator()(const fbatch& a, const fbatch& b) const noexcept { return a + b; }
+  float operator()(float a, float b) const noexcept { return detail::on_one_lane(*this, a, b); }
+};
+
+struct sub_op {
+  static constexpr std::string_view name = "sub";
+  fbatch operator()(const fbatch& a, const fbatch& b) const noexcept { return a - b; }
+  float operator()(float a, float b) const noexcept { return detail::on_one_lane(*this, a, b); }
+};
+
+struct mul_op {
+  static constexpr std::string_view name = "mul";
+  fbatch operator()(const fbatch& a, const fbatch& b) const noexcept { return a * b; }
+  float operator()(float a, float b) const noexcept { return detail::on_one_lane(*this, a, b); }
+};
+
+struct div_op {
+  static constexpr std::string_view name = "div";
+  fbatch operator()(const fbatch& a, const fbatch& b) const noexcept { return a / b; }
+  float operator()(float a, float b) const noexcept { return detail::on_one_lane(*this, a, b); }
+};
+
+struct minimum_op {
+  static constexpr std::string_view name = "minimum";
+  fbatch operator()(const fbatch& a, const fbatch& b) const noexcept {
+    return xsimd::select(a < b || xsimd::isnan(a), a, b);  // b is NaN: a < b is false
+  }
+  float operator()(float a, float b) const noexcept { return detail::on_one_lane(*this, a, b); }
+};
+
+struct maximum_op {
+  static constexpr std::string_view name = "maximum";
+  fbatch operator()(const fbatch& a, const fbatch& b) const noexcept {
+    return xsimd::select(a > b || xsimd::isnan(a), a, b);  // b is NaN: a > b is false
+  }
+  float operator()(float a, float b) const noexcept { return detail::on_one_lane(*this, a, b); }
+};
+
+// Contiguous kernels. n <= 0 does nothing; pointers need no alignment; y may alias an input exactly
+// (the in-place form is the same call with y == x).
+
+/// y[i] = op(x[i])
+template <unary_operation Op>
+void unary(const Op& op, const float* x, float* y, std::int64_t n) {
+  detail::transform(op, y, n, detail::array_operand{x});
+}
+
+/// y[i] = op(a[i], b[i])
+template <binary_operation Op>
+void binary(const Op& op, const float* a, const float* b, float* y, std::int64_t n) {
+  detail::transform(op, y, n, detail::array_operand{a}, detail::array_operand{b});
+}
+
+/// y[i] = op(a[i], b)
+template <binary_operation Op>
+void binary(const Op& op, const float* a, float b, float* y, std::int64_t n) {
+  detail::transform(op, y, n, detail::array_operand{a}, detail::scalar_operand{fbatch(b)});
+}
+
+/// y[i] = op(a, b[i])
+template <binary_operation Op>
+void binary(const Op& op, float a, const float* b, float* y, std::int64_t n) {
+  detail::transform(op, y, n, detail::scalar_operand{fbatch(a)}, detail::array_operand{b});
+}
+
+/// y = op(a, b) with numpy broadcasting; all three arrays are contiguous row-major. Throws
+/// shape_error unless sa and sb broadcast to exactly sy. y may alias a (or b) only when sa == sy
+/// (sb == sy).
+template <binary_operation Op>
+void binary_broadcast(const Op& op, const float* a, const Shape& sa, const float* b, const Shape& sb, float* y,
+                      const Shape& sy) {
+  const std::string_view name = detail::op_name<Op>();
+  if (const Shape expected = broadcast_shapes(sa, sb, name); expected != sy)
+    throw shape_error(std::string(name) + ": output shape " + sy.to_string() + " is not " + expected.to_string() +
+                      ", the broadcast of " + sa.to_string() + " and " + sb.to_string());
+  if (sy.numel() == 0) return;
+
+  const detail::broadcast_loops loops = detail::plan_broadcast(sa, sb, sy);
+  const std::size_t inner = loops.rank - 1;
+  const std::int64_t n = loops.extent[inner];
+  if (loops.stride_a[inner] != 0 && loops.stride_b[inner] != 0)
+    detail::for_each_row(loops, [&](std::int64_t ia, std::int64_t ib, std::int64_t iy) {
+      binary(op, a + ia, b + ib, y + iy, n);
+    });
+  else if (loops.stride_a[inner] != 0)
+    detail::for_each_row(loops, [&](std::int64_t ia, std::int64_t ib, std::int64_t iy) {
+      binary(op, a + ia, b[ib], y + iy, n);
+    });
+  else
+    detail::for_each_row(loops, [&](std::int64_t ia, std::int64_t ib, std::int64_t iy) {
+      binary(op, a[ia], b + ib, y + iy, n);
+    });
+}
+
+}  // namespace tracemod::kernels

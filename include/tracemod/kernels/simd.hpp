@@ -1,0 +1,29 @@
+// The SIMD configuration every kernel shares. The instruction set is whatever the compiler
+// targets (-march is set once, by the CMake target tracemod::native); nothing here selects it.
+#pragma once
+
+// g++ 12 reports -W(maybe-)uninitialized inside its own AVX-512 intrinsics (_mm512_undefined_*),
+// reached through xsimd's exp/tanh. The warning's location is the intrinsic header, so silencing it
+// around the include silences only those false positives, not warnings in our code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <xsimd/xsimd.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tracemod::kernels {
+
+using arch = xsimd::default_arch;
+using fbatch = xsimd::batch<float, arch>;
+inline constexpr std::size_t simd_width = fbatch::size;
+/// Alignment of every tensor buffer; a multiple of any vector width we target.
+inline constexpr std::size_t buffer_alignment = 64;
+
+}  // namespace tracemod::kernels

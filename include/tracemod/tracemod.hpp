@@ -1,0 +1,7 @@
+// Umbrella header: the whole of tracemod.
+#pragma once
+
+#include <tracemod/version.hpp>
+#include <tracemod/core.hpp>
+#include <tracemod/functional.hpp>
+#include <tracemod/io/npy.hpp>

@@ -1,0 +1,8 @@
+// Library version. Kept in step with project(VERSION) in CMakeLists.txt (a test checks it).
+#pragma once
+
+#define TRACEMOD_VERSION_MAJOR 0
+#define TRACEMOD_VERSION_MINOR 1
+#define TRACEMOD_VERSION_PATCH 0
+#define TRACEMOD_VERSION (TRACEMOD_VERSION_MAJOR * 10000 + TRACEMOD_VERSION_MINOR * 100 + TRACEMOD_VERSION_PATCH)
+#define TRACEMOD_VERSION_STRING "0.1.0"

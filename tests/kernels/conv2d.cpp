@@ -1,0 +1,236 @@
+#include <tracemod/core/error.hpp>
+#include <tracemod/kernels/conv2d.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace kern = tracemod::kernels;
+
+constexpr float sentinel = 12345.0f;
+
+std::string describe(const kern::conv2d_geometry& g) {
+  const auto s = [](std::int64_t v) { return std::to_string(v); };
+  return "n=" + s(g.n) + " c=" + s(g.c) + " h=" + s(g.h) + " w=" + s(g.w) + " k=" + s(g.k) + " r=" + s(g.r) +
+         " s=" + s(g.s) + " stride=" + s(g.stride_h) + "," + s(g.stride_w) + " pad=" + s(g.pad_h) + "," +
+         s(g.pad_w) + " dil=" + s(g.dil_h) + "," + s(g.dil_w) + " groups=" + s(g.groups);
+}
+
+// Buffers one float past a vector's start (never SIMD-aligned), sized exactly: sanitizers catch
+// over-reads; the output has one guard float after it.
+std::vector<float> random_buffer(std::int64_t n, std::mt19937& gen) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(n + 1), sentinel);
+  for (std::int64_t i = 1; i <= n; ++i) v[static_cast<std::size_t>(i)] = dist(gen);
+  return v;
+}
+
+std::vector<float> absolute(std::vector<float> v) {
+  for (float& x : v) x = std::abs(x);
+  return v;
+}
+
+// conv2d against conv2d_reference; the tolerance of each output scales with the sum of the absolute
+// products that make it up (the reference run on |input|, |weight|, |bias|).
+void check_conv(const kern::conv2d_geometry& g, bool with_bias) {
+  CAPTURE(describe(g));
+  CAPTURE(with_bias);
+  std::mt19937 gen(static_cast<unsigned>(g.c * 131 + g.k * 17 + g.h * 7 + g.r + g.groups));
+  const std::int64_t out_size = g.n * g.k * g.out_h() * g.out_w();
+  const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);
+  const auto weight = random_buffer(g.k * (g.c / g.groups) * g.r * g.s, gen);
+  const auto bias = random_buffer(g.k, gen);
+  std::vector<float> out(static_cast<std::size_t>(out_size + 2), sentinel);
+  std::vector<float> expected(static_cast<std::size_t>(out_size));
+  std::vector<float> magnitude(static_cast<std::size_t>(out_size));
+  const auto abs_input = absolute(input), abs_weight = absolute(weight), abs_bias = absolute(bias);
+
+  kern::conv2d(g, input.data() + 1, weight.data() + 1, with_bias ? bias.data() + 1 : nullptr, out.data() + 1);
+  kern::conv2d_reference(g, input.data() + 1, weight.data() + 1, with_bias ? bias.data() + 1 : nullptr,
+                         expected.data());
+  kern::conv2d_reference(g, abs_input.data() + 1, abs_weight.data() + 1, with_bias ? abs_bias.data() + 1 : nullptr,
+                         magnitude.data());
+
+  for (std::int64_t i = 0; i < out_size; ++i) {
+    const float got = out[static_cast<std::size_t>(i + 1)], want = expected[static_cast<std::size_t>(i)];
+    if (std::abs(got - want) > 1e-5f * magnitude[static_cast<std::size_t>(i)] + 1e-30f) {
+      CAPTURE(i);
+      CHECK(got == doctest::Approx(want));
+      return;
+    }
+  }
+  CHECK(out.front() == sentinel);
+  CHECK(out.back() == sentinel);
+}
+
+kern::conv2d_geometry geometry(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k,
+                               std::int64_t r, std::int64_t s) {
+  return {n, c, h, w, k, r, s};
+}
+
+}  // namespace
+
+TEST_CASE("conv2d_reference: hand-computed outputs") {
+  // 3x3 input 1..9, 2x2 kernel of ones: each output sums a 2x2 window.
+  const float input[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const float ones[] = {1, 1, 1, 1};
+  float out[9] = {};
+  kern::conv2d_reference(geometry(1, 1, 3, 3, 1, 2, 2), input, ones, nullptr, out);
+  CHECK(out[0] == 12);
+  CHECK(out[1] == 16);
+  CHECK(out[2] == 24);
+  CHECK(out[3] == 28);
+
+  // Padding 1, stride 2, bias 0.5: windows centred on the corners see 2x2 of the input.
+  auto g = geometry(1, 1, 3, 3, 1, 2, 2);
+  g.pad_h = g.pad_w = 1;
+  g.stride_h = g.stride_w = 2;
+  const float bias = 0.5f;
+  REQUIRE(g.out_h() == 2);
+  kern::conv2d_reference(g, input, ones, &bias, out);
+  CHECK(out[0] == 1.5f);       // input(0, 0)
+  CHECK(out[1] == 5.5f);       // input(0, 1..2)
+  CHECK(out[2] == 11.5f);      // input(1..2, 0)
+  CHECK(out[3] == 28.5f);      // input(1..2, 1..2)
+
+  // Dilation 2: a 2x2 kernel [1 2; 3 4] touches the four corners.
+  const float taps[] = {1, 2, 3, 4};
+  auto d = geometry(1, 1, 3, 3, 1, 2, 2);
+  d.dil_h = d.dil_w = 2;
+  REQUIRE(d.out_h() == 1);
+  kern::conv2d_reference(d, input, taps, nullptr, out);
+  CHECK(out[0] == 1 * 1 + 2 * 3 + 3 * 7 + 4 * 9);
+}
+
+TEST_CASE("conv2d_geometry: PyTorch output extents") {
+  auto g = geometry(1, 1, 5, 7, 1, 3, 2);
+  CHECK(g.out_h() == 3);
+  CHECK(g.out_w() == 6);
+  g.stride_h = 2;
+  g.pad_w = 2;
+  g.dil_w = 3;
+  CHECK(g.out_h() == 2);   // (5 - 2 - 1) / 2 + 1
+  CHECK(g.out_w() == 8);   // 7 + 4 - 3 - 1 + 1
+  CHECK(geometry(1, 1, 2, 2, 1, 5, 5).out_h() == 0);
+  CHECK(geometry(1, 1, 224, 224, 64, 7, 7).out_h() == 218);
+}
+
+TEST_CASE("conv2d: plain, padded, strided, dilated, non-square, batched") {
+  std::vector<kern::conv2d_geometry> cases = {
+      geometry(1, 3, 8, 8, 4, 3, 3),
+      geometry(2, 5, 9, 11, 7, 3, 2),
+      geometry(1, 1, 1, 1, 1, 1, 1),
+      geometry(3, 6, 5, 4, 9, 1, 1),           // 1x1: the GEMM reads the input in place
+      geometry(1, 64, 30, 30, 13, 3, 3),       // reduction 576 > one k block; 784 positions > one n block
+      geometry(1, 20, 40, 40, 17, 1, 1),       // 1600 positions: several n blocks of whole rows
+      geometry(1, 2, 7, 13, 3, 5, 1),
+  };
+  auto padded = geometry(1, 4, 10, 9, 6, 3, 3);
+  padded.pad_h = 1;
+  padded.pad_w = 2;
+  cases.push_back(padded);
+  auto strided = geometry(2, 3, 15, 16, 8, 7, 7);
+  strided.stride_h = strided.stride_w = 2;
+  strided.pad_h = strided.pad_w = 3;
+  cases.push_back(strided);
+  auto uneven_stride = geometry(1, 5, 12, 13, 4, 3, 3);
+  uneven_stride.stride_h = 3;
+  uneven_stride.stride_w = 2;
+  uneven_stride.pad_w = 1;
+  cases.push_back(uneven_stride);
+  auto dilated = geometry(1, 3, 12, 14, 5, 3, 3);
+  dilated.dil_h = 2;
+  dilated.dil_w = 3;
+  dilated.pad_h = 2;
+  cases.push_back(dilated);
+  auto wide_rows = geometry(1, 8, 3, 70, 9, 3, 3);   // output rows longer than a vector, two-run reads
+  wide_rows.pad_h = wide_rows.pad_w = 1;
+  cases.push_back(wide_rows);
+  auto seven = geometry(1, 64, 7, 7, 12, 3, 3);      // 49 positions: a column past whole vectors, two k blocks
+  seven.pad_h = seven.pad_w = 1;
+  cases.push_back(seven);
+  auto fourteen = geometry(2, 8, 14, 14, 19, 3, 3);  // 196 positions: four columns past whole vectors
+  fourteen.pad_h = fourteen.pad_w = 1;
+  cases.push_back(fourteen);
+  auto narrow = geometry(1, 9, 40, 5, 16, 3, 3);     // output rows shorter than a vector
+  narrow.pad_h = narrow.pad_w = 1;
+  cases.push_back(narrow);
+  for (const auto& g : cases) {
+    check_conv(g, true);
+    check_conv(g, false);
+  }
+}
+
+TEST_CASE("conv2d: grouped and depthwise") {
+  auto two_groups = geometry(2, 6, 9, 8, 10, 3, 3);
+  two_groups.groups = 2;
+  two_groups.pad_h = two_groups.pad_w = 1;
+  auto depthwise = geometry(2, 12, 11, 19, 12, 3, 3);
+  depthwise.groups = 12;
+  depthwise.pad_h = depthwise.pad_w = 1;
+  auto depthwise_strided = geometry(1, 8, 20, 21, 8, 5, 3);
+  depthwise_strided.groups = 8;
+  depthwise_strided.stride_h = 2;
+  depthwise_strided.stride_w = 3;
+  depthwise_strided.pad_h = 2;
+  depthwise_strided.pad_w = 2;
+  depthwise_strided.dil_w = 2;
+  auto mobilenet = geometry(1, 16, 15, 15, 16, 3, 3);  // stride 2, pad 1: the first tap starts at ox = 1
+  mobilenet.groups = 16;
+  mobilenet.stride_h = mobilenet.stride_w = 2;
+  mobilenet.pad_h = mobilenet.pad_w = 1;
+  auto multiplier = geometry(1, 4, 10, 37, 8, 3, 3);  // depthwise with two filters per channel
+  multiplier.groups = 4;
+  multiplier.pad_w = 1;
+  auto wide_groups = geometry(1, 8, 6, 6, 4, 1, 1);   // 4 groups of 2 inputs -> 1 output
+  wide_groups.groups = 4;
+  for (const auto& g : {two_groups, depthwise, depthwise_strided, mobilenet, multiplier, wide_groups}) {
+    check_conv(g, true);
+    check_conv(g, false);
+  }
+}
+
+TEST_CASE("conv2d: empty batch writes nothing") {
+  float out = sentinel;
+  kern::conv2d(geometry(0, 3, 5, 5, 4, 3, 3), nullptr, nullptr, nullptr, &out);
+  CHECK(out == sentinel);
+}
+
+TEST_CASE("conv2d: validate() names the op and the offending values") {
+  const auto expect_value_error = [](kern::conv2d_geometry g, const char* text) {
+    CAPTURE(text);
+    CHECK_THROWS_WITH_AS(kern::validate(g, "conv2d"), doctest::Contains(text), tracemod::value_error);
+  };
+  auto g = geometry(1, 6, 8, 8, 4, 3, 3);
+  g.groups = 4;
+  expect_value_error(g, "in_channels 6 is not divisible by groups 4");
+  g.groups = 3;
+  expect_value_error(g, "out_channels 4 is not divisible by groups 3");
+  g = geometry(1, 6, 8, 8, 4, 3, 3);
+  g.stride_w = 0;
+  expect_value_error(g, "stride must be positive, got (1, 0)");
+  g = geometry(1, 6, 8, 8, 4, 3, 3);
+  g.dil_h = -1;
+  expect_value_error(g, "dilation must be positive, got (-1, 1)");
+  g = geometry(1, 6, 8, 8, 4, 3, 3);
+  g.pad_h = -2;
+  expect_value_error(g, "padding must be non-negative, got (-2, 0)");
+  g = geometry(1, 6, 8, 8, 4, 3, 3);
+  g.groups = 0;
+  expect_value_error(g, "groups must be positive");
+
+  CHECK_THROWS_WITH_AS(kern::validate(geometry(1, 3, 4, 4, 2, 5, 5), "F.conv2d"),
+                       doctest::Contains("F.conv2d: empty output: input (4, 4) padded by (0, 0) is smaller than "
+                                         "the dilated kernel (5, 5)"),
+                       tracemod::shape_error);
+  CHECK_THROWS_AS(kern::validate(geometry(1, 0, 4, 4, 2, 1, 1), "conv2d"), tracemod::shape_error);
+  CHECK_THROWS_AS(kern::conv2d(geometry(1, 3, 4, 4, 2, 5, 5), nullptr, nullptr, nullptr, nullptr),
+                  tracemod::shape_error);
+  CHECK_NOTHROW(kern::validate(geometry(1, 3, 5, 5, 2, 5, 5), "conv2d"));
+}

@@ -1,0 +1,444 @@
+#!/usr/bin/python3
+"""Writes the golden files of tests/data/ from PyTorch (see README.md beside this script).
+
+For each case `<op>/<case>` it writes the inputs `<case>.in0.npy`, `<case>.in1.npy`, ..., the
+expected output `<case>.out.npy` (batch_norm in training mode also `<case>.running_mean.npy` and
+`<case>.running_var.npy`), and one manifest line `<op>/<case> key=value ...` listing the
+non-tensor arguments passed to the op, under tracemod's argument names. Arguments left at their
+default are not listed.
+
+Inputs are float32, drawn from a generator seeded by the case name (so adding a case leaves the
+others unchanged). References are computed in float64 from those float32 inputs and rounded
+once to float32, so they carry no float32 accumulation error of their own.
+
+It also writes tests/data/npy/: small arrays saved by numpy itself, read by tests/io/npy.cpp.
+"""
+
+import pathlib
+import shutil
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+DATA = pathlib.Path(__file__).resolve().parent.parent / "data"
+
+
+def dims(shape):
+    """(2, 3, 4) -> '2x3x4'; () -> 'scalar'."""
+    return "x".join(map(str, shape)) if shape else "scalar"
+
+
+def manifest_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (tuple, list)):
+        return ",".join(manifest_value(x) for x in v)
+    return repr(v)
+
+
+class Case:
+    """One golden case: its seeded generator and the tensors it writes."""
+
+    def __init__(self, op, name):
+        self.key = f"{op}/{name}"
+        self.gen = torch.Generator().manual_seed(zlib.crc32(self.key.encode()))
+
+    def randn(self, *shape, scale=1.0):
+        return torch.randn(shape, generator=self.gen, dtype=torch.float32) * scale
+
+    def uniform(self, *shape, low, high):
+        return torch.rand(shape, generator=self.gen, dtype=torch.float32) * (high - low) + low
+
+    def away_from_zero(self, *shape):
+        """Values in [-2, -0.5] U [0.5, 2]: safe divisors."""
+        sign = torch.where(torch.rand(shape, generator=self.gen) < 0.5, -1.0, 1.0)
+        return sign * self.uniform(*shape, low=0.5, high=2.0)
+
+
+class Writer:
+    def __init__(self, root):
+        self.root = root
+        self.lines = []
+
+    def write(self, case, inputs, outputs, params=None):
+        """inputs: list of float32 tensors; outputs: dict suffix -> float64 tensor."""
+        op, name = case.key.split("/")
+        folder = self.root / op
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, t in enumerate(inputs):
+            save(folder / f"{name}.in{i}.npy", t)
+        for suffix, t in outputs.items():
+            save(folder / f"{name}.{suffix}.npy", t)
+        args = " ".join(f"{k}={manifest_value(v)}" for k, v in (params or {}).items())
+        self.lines.append(f"{case.key} {args}".rstrip())
+
+    def finish(self):
+        (self.root / "manifest.txt").write_text("\n".join(self.lines) + "\n")
+
+
+def save(path, t):
+    # C order always: np.save would write a transposed view as fortran_order True.
+    np.save(path, np.ascontiguousarray(t.detach().to(torch.float32).numpy()))
+
+
+def f64(*tensors):
+    return [t.to(torch.float64) for t in tensors]
+
+
+# --- elementwise -------------------------------------------------------------------------------
+
+BINARY_SHAPES = [
+    ((7, 13), (7, 13)),
+    ((3, 1), (1, 4)),
+    ((2, 3, 4), (4,)),
+    ((2, 3, 4), (3, 1)),
+    ((2, 8, 5, 5), (8, 1, 1)),
+    ((1, 17), (13, 1)),
+    ((37,), (1,)),
+    ((), (5,)),
+    ((0, 4), (4,)),
+]
+BINARY_OPS = {
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+    "minimum": torch.minimum,
+    "maximum": torch.maximum,
+}
+UNARY_OPS = {
+    "neg": (torch.neg, (-10.0, 10.0)),
+    "relu": (torch.relu, (-10.0, 10.0)),
+    "relu6": (F.relu6, (-3.0, 9.0)),
+    "exp": (torch.exp, (-10.0, 10.0)),
+    "sigmoid": (torch.sigmoid, (-10.0, 10.0)),
+    "tanh": (torch.tanh, (-10.0, 10.0)),
+}
+UNARY_SHAPES = [(7, 13), (2, 3, 17), (37,), (), (0, 5)]
+
+
+def elementwise(w):
+    for op, fn in BINARY_OPS.items():
+        for sa, sb in BINARY_SHAPES:
+            c = Case(op, f"{dims(sa)}_{dims(sb)}")
+            a = c.randn(*sa, scale=3.0)
+            b = c.away_from_zero(*sb) if op == "div" else c.randn(*sb, scale=3.0)
+            w.write(c, [a, b], {"out": fn(*f64(a, b))})
+    for op, (fn, (low, high)) in UNARY_OPS.items():
+        for shape in UNARY_SHAPES:
+            c = Case(op, dims(shape))
+            x = c.uniform(*shape, low=low, high=high)
+            w.write(c, [x], {"out": fn(*f64(x))})
+        c = Case(op, "linspace_101")  # evenly covers the range, both ends included
+        x = torch.linspace(low, high, 101, dtype=torch.float32)
+        w.write(c, [x], {"out": fn(*f64(x))})
+
+
+# --- matmul, linear ----------------------------------------------------------------------------
+
+def matmul(w):
+    plain = [
+        ((7, 13), (13, 17)),
+        ((16, 16), (16, 16)),
+        ((33, 17), (17, 65)),
+        ((1, 37), (37, 1)),
+        ((5, 0), (0, 3)),
+        ((0, 4), (4, 3)),
+        ((2, 7, 13), (2, 13, 5)),
+        ((3, 1, 17), (3, 17, 1)),
+        ((13,), (13, 17)),
+        ((7, 13), (13,)),
+    ]
+    for sa, sb in plain:
+        c = Case("matmul", f"{dims(sa)}_{dims(sb)}")
+        a, b = c.randn(*sa), c.randn(*sb)
+        w.write(c, [a, b], {"out": torch.matmul(*f64(a, b))})
+    # Shapes as stored; the op transposes the last two axes of the flagged operands.
+    transposed = [
+        ("ta", (13, 7), (13, 5), True, False),
+        ("tb", (7, 13), (5, 13), False, True),
+        ("ta_tb", (13, 7), (5, 13), True, True),
+        ("ta_tb", (2, 17, 3), (2, 9, 17), True, True),
+        ("tb", (2, 7, 13), (2, 5, 13), False, True),
+    ]
+    for prefix, sa, sb, ta, tb in transposed:
+        c = Case("matmul", f"{prefix}_{dims(sa)}_{dims(sb)}")
+        a, b = c.randn(*sa), c.randn(*sb)
+        a64, b64 = f64(a, b)
+        out = torch.matmul(a64.transpose(-1, -2) if ta else a64, b64.transpose(-1, -2) if tb else b64)
+        params = {}
+        if ta:
+            params["transpose_a"] = True
+        if tb:
+            params["transpose_b"] = True
+        w.write(c, [a, b], {"out": out}, params)
+
+
+def linear(w):
+    cases = [((7, 13), 17), ((2, 5, 13), 17), ((1, 1), 1), ((33, 65), 20), ((0, 6), 4)]
+    for shape, out_features in cases:
+        for bias in (True, False):
+            c = Case("linear", f"{dims(shape)}_out{out_features}_{'bias' if bias else 'nobias'}")
+            x = c.randn(*shape)
+            weight = c.randn(out_features, shape[-1], scale=0.3)
+            inputs = [x, weight] + ([c.randn(out_features)] if bias else [])
+            w.write(c, inputs, {"out": F.linear(*f64(*inputs))})
+
+
+# --- conv2d ------------------------------------------------------------------------------------
+
+def conv2d(w):
+    # (name, input shape, weight shape, bias, keyword arguments)
+    cases = [
+        ("k3_s1_p0", (2, 3, 7, 7), (4, 3, 3, 3), True, {}),
+        ("k3_s2_p1", (2, 3, 13, 13), (8, 3, 3, 3), True, {"stride": 2, "padding": 1}),
+        ("k3_s2_p0", (2, 3, 8, 8), (5, 3, 3, 3), True, {"stride": 2}),
+        ("k3_s1_p1x2", (1, 3, 7, 9), (5, 3, 3, 3), True, {"padding": (1, 2)}),
+        ("k3_s1_p2_d2", (1, 2, 13, 13), (3, 2, 3, 3), True, {"padding": 2, "dilation": 2}),
+        ("k3_s1_p1_g2", (2, 4, 9, 9), (6, 2, 3, 3), True, {"padding": 1, "groups": 2}),
+        ("k3_s2_p1_g2", (2, 6, 11, 11), (4, 3, 3, 3), True, {"stride": 2, "padding": 1, "groups": 2}),
+        ("k3_s3_p1_d2_g2", (1, 4, 17, 13), (6, 2, 3, 3), True, {"stride": 3, "padding": 1, "dilation": 2, "groups": 2}),
+        ("dw_k3_s1_p1", (2, 8, 7, 7), (8, 1, 3, 3), True, {"padding": 1, "groups": 8}),
+        ("dw_k3_s2_p1", (2, 17, 13, 13), (17, 1, 3, 3), True, {"stride": 2, "padding": 1, "groups": 17}),
+        ("dw_m2_k3_s1_p1", (1, 4, 7, 7), (8, 1, 3, 3), True, {"padding": 1, "groups": 4}),
+        ("k3_s1_p1_nobias", (2, 5, 7, 7), (7, 5, 3, 3), False, {"padding": 1}),
+        ("k1_s1_p0", (2, 17, 5, 5), (13, 17, 1, 1), True, {}),
+        ("k1_s2_p0_nobias", (1, 8, 7, 7), (16, 8, 1, 1), False, {"stride": 2}),
+        ("k3x5_s1_p1x2", (2, 3, 9, 11), (4, 3, 3, 5), True, {"padding": (1, 2)}),
+        ("k1x7_s2x1_p0x3", (1, 4, 7, 13), (6, 4, 1, 7), True, {"stride": (2, 1), "padding": (0, 3)}),
+        ("k5_s1_p2_c19_o33", (1, 19, 6, 6), (33, 19, 5, 5), True, {"padding": 2}),
+        ("k7_s2_p3", (1, 3, 17, 17), (8, 3, 7, 7), True, {"stride": 2, "padding": 3}),
+        ("k3_s1_p0_n0", (0, 3, 5, 5), (4, 3, 3, 3), True, {}),
+    ]
+    for name, xs, ws, bias, kwargs in cases:
+        c = Case("conv2d", name)
+        x = c.randn(*xs)
+        weight = c.randn(*ws, scale=0.3)
+        inputs = [x, weight] + ([c.randn(ws[0])] if bias else [])
+        out = F.conv2d(*f64(*inputs), **kwargs) if bias else F.conv2d(*f64(*inputs), None, **kwargs)
+        w.write(c, inputs, {"out": out}, kwargs)
+
+
+# --- batch_norm --------------------------------------------------------------------------------
+
+def batch_norm(w):
+    # (name, input shape, affine, keyword arguments)
+    cases = [
+        ("eval_affine_2x3x5x5", (2, 3, 5, 5), True, {"training": False}),
+        ("eval_affine_2x17x7x7", (2, 17, 7, 7), True, {"training": False}),
+        ("eval_noaffine_2x3x5x5", (2, 3, 5, 5), False, {"training": False}),
+        ("eval_affine_eps1e-3_2x3x5x5", (2, 3, 5, 5), True, {"training": False, "eps": 1e-3}),
+        ("eval_affine_7x13", (7, 13), True, {"training": False}),
+        ("train_affine_4x3x5x5", (4, 3, 5, 5), True, {"training": True, "momentum": 0.1}),
+        ("train_affine_2x17x7x7", (2, 17, 7, 7), True, {"training": True, "momentum": 0.1}),
+        ("train_noaffine_2x5x3x3", (2, 5, 3, 3), False, {"training": True, "momentum": 0.1}),
+        ("train_affine_m0p3_2x3x7x7", (2, 3, 7, 7), True, {"training": True, "momentum": 0.3}),
+        ("train_affine_8x13", (8, 13), True, {"training": True, "momentum": 0.1}),
+    ]
+    for name, xs, affine, kwargs in cases:
+        c = Case("batch_norm", name)
+        channels = xs[1]
+        x = c.randn(*xs, scale=2.0) + 0.5
+        running_mean = c.randn(channels, scale=0.5)
+        running_var = c.uniform(channels, low=0.5, high=2.0)
+        inputs = [x, running_mean, running_var]
+        if affine:
+            inputs += [c.uniform(channels, low=0.5, high=1.5), c.randn(channels, scale=0.5)]
+        x64, mean64, var64, *affine64 = f64(*inputs)
+        # F.batch_norm updates the running statistics in place (PyTorch's convention:
+        # running = (1 - momentum) * running + momentum * batch, with the unbiased batch variance).
+        out = F.batch_norm(x64, mean64, var64, *affine64, **kwargs)
+        outputs = {"out": out}
+        if kwargs["training"]:
+            outputs |= {"running_mean": mean64, "running_var": var64}
+        w.write(c, inputs, outputs, kwargs)
+
+
+# --- pooling -----------------------------------------------------------------------------------
+
+def pooling(w):
+    max_cases = [
+        ("k2", (2, 3, 8, 8), {"kernel_size": 2}),
+        ("k2_7x7", (1, 2, 7, 7), {"kernel_size": 2}),
+        ("k3_s2", (1, 4, 13, 13), {"kernel_size": 3, "stride": 2}),
+        ("k3_s2_p1", (2, 3, 13, 13), {"kernel_size": 3, "stride": 2, "padding": 1}),
+        ("k3_s2_p1_negative", (1, 3, 9, 9), {"kernel_size": 3, "stride": 2, "padding": 1}),
+        ("k2_ceil", (1, 3, 7, 7), {"kernel_size": 2, "ceil_mode": True}),
+        ("k3_s2_p1_ceil", (1, 2, 8, 8), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}),
+        ("k3_s1_d2", (1, 3, 9, 9), {"kernel_size": 3, "stride": 1, "dilation": 2}),
+        ("k3_s2_p1_d2", (2, 2, 11, 11), {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2}),
+        ("k2x3_s2x1", (1, 2, 7, 9), {"kernel_size": (2, 3), "stride": (2, 1)}),
+        ("k3_s2_c17", (2, 17, 9, 9), {"kernel_size": 3, "stride": 2}),
+        ("k2_n0", (0, 3, 4, 4), {"kernel_size": 2}),
+    ]
+    for name, xs, kwargs in max_cases:
+        c = Case("max_pool2d", name)
+        x = c.randn(*xs)
+        if name.endswith("negative"):  # padding must act as -inf, not 0
+            x = -x.abs() - 1.0
+        w.write(c, [x], {"out": F.max_pool2d(*f64(x), **kwargs)}, kwargs)
+
+    avg_cases = [
+        ("k2", (2, 3, 8, 8), {"kernel_size": 2}),
+        ("k3_s2", (1, 4, 13, 13), {"kernel_size": 3, "stride": 2}),
+        ("k3_s2_p1_incl", (2, 3, 13, 13), {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": True}),
+        ("k3_s2_p1_excl", (2, 3, 13, 13), {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}),
+        ("k3_s2_ceil", (1, 2, 8, 8), {"kernel_size": 3, "stride": 2, "ceil_mode": True}),
+        ("k3_s2_p1_ceil_incl", (1, 2, 8, 8),
+         {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": True}),
+        ("k3_s2_p1_ceil_excl", (1, 2, 8, 8),
+         {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False}),
+        ("k2x3_s1_p1_excl", (1, 3, 7, 9), {"kernel_size": (2, 3), "stride": 1, "padding": 1, "count_include_pad": False}),
+        ("k3_s1_p1", (2, 17, 7, 7), {"kernel_size": 3, "stride": 1, "padding": 1}),
+    ]
+    for name, xs, kwargs in avg_cases:
+        c = Case("avg_pool2d", name)
+        x = c.randn(*xs)
+        w.write(c, [x], {"out": F.avg_pool2d(*f64(x), **kwargs)}, kwargs)
+
+    adaptive_cases = [
+        ("7to1", (2, 3, 7, 7), 1),
+        ("7to3", (1, 4, 7, 7), 3),
+        ("10to4", (1, 2, 10, 10), 4),
+        ("6to3", (2, 3, 6, 6), 3),
+        ("13x9to4x5", (1, 3, 13, 9), (4, 5)),
+        ("5to7", (1, 2, 5, 5), 7),
+        ("7x7to1x1_c17", (2, 17, 7, 7), (1, 1)),
+    ]
+    for name, xs, output_size in adaptive_cases:
+        c = Case("adaptive_avg_pool2d", name)
+        x = c.randn(*xs)
+        w.write(c, [x], {"out": F.adaptive_avg_pool2d(*f64(x), output_size)}, {"output_size": output_size})
+
+
+# --- softmax and shape ops ---------------------------------------------------------------------
+
+def softmax(w):
+    # (name, shape, axis, value range or None for randn*3)
+    cases = [
+        ("7x13_axis0", (7, 13), 0, None),
+        ("7x13_axis1", (7, 13), 1, None),
+        ("7x13_axis-1", (7, 13), -1, None),
+        ("2x3x17_axis1", (2, 3, 17), 1, None),
+        ("2x3x4x5_axis-1", (2, 3, 4, 5), -1, None),
+        ("2x3x4x5_axis0", (2, 3, 4, 5), 0, None),
+        ("37_axis0", (37,), 0, None),
+        ("large_5x33_axis-1", (5, 33), -1, (-1000.0, 1000.0)),
+        ("large_4x17_axis1", (4, 17), 1, (990.0, 1010.0)),
+        ("0x5_axis-1", (0, 5), -1, None),
+    ]
+    for name, shape, axis, span in cases:
+        c = Case("softmax", name)
+        x = c.uniform(*shape, low=span[0], high=span[1]) if span else c.randn(*shape, scale=3.0)
+        w.write(c, [x], {"out": torch.softmax(*f64(x), axis)}, {"axis": axis})
+
+
+def shape_ops(w):
+    flatten_cases = [
+        ("2x3x4x5", (2, 3, 4, 5), {}),
+        ("2x3x4x5_s1", (2, 3, 4, 5), {"start_axis": 1}),
+        ("2x3x4x5_s1_e2", (2, 3, 4, 5), {"start_axis": 1, "end_axis": 2}),
+        ("2x3x4x5_s-2", (2, 3, 4, 5), {"start_axis": -2}),
+        ("2x3x4x5_s0_e-2", (2, 3, 4, 5), {"start_axis": 0, "end_axis": -2}),
+        ("2x3x4x5_s2_e2", (2, 3, 4, 5), {"start_axis": 2, "end_axis": 2}),
+        ("7", (7,), {}),
+        ("0x3x4_s1", (0, 3, 4), {"start_axis": 1}),
+    ]
+    for name, shape, kwargs in flatten_cases:
+        c = Case("flatten", name)
+        x = c.randn(*shape)
+        out = torch.flatten(x, kwargs.get("start_axis", 0), kwargs.get("end_axis", -1))
+        w.write(c, [x], {"out": out}, kwargs)
+
+    reshape_cases = [
+        ((2, 3, 4), (6, -1)),
+        ((2, 3, 4), (-1,)),
+        ((2, 3, 4), (4, -1, 2)),
+        ((7, 13), (1, -1, 1)),
+        ((24,), (2, 3, 4)),
+        ((0, 3), (-1, 3)),
+    ]
+    for shape, target in reshape_cases:
+        c = Case("reshape", f"{dims(shape)}_to_{'x'.join(map(str, target))}")
+        x = c.randn(*shape)
+        w.write(c, [x], {"out": x.reshape(target)}, {"target_shape": target})
+
+    transpose_cases = [
+        ((7, 13), (1, 0)),
+        ((17, 33), (1, 0)),
+        ((2, 3, 17), (2, 0, 1)),
+        ((2, 3, 17), (1, 0, 2)),
+        ((2, 3, 4), (0, 1, 2)),
+        ((2, 3, 5, 7), (0, 2, 3, 1)),
+        ((2, 3, 5, 7), (0, 3, 1, 2)),
+        ((2, 3, 5, 7), (3, 2, 1, 0)),
+        ((0, 3, 4), (2, 0, 1)),
+    ]
+    for shape, pattern in transpose_cases:
+        c = Case("transpose", f"{dims(shape)}_p{''.join(map(str, pattern))}")
+        x = c.randn(*shape)
+        w.write(c, [x], {"out": x.permute(pattern)}, {"pattern": pattern})
+
+    concat_cases = [
+        ("axis0_3in", [(2, 3), (4, 3), (1, 3)], 0),
+        ("axis1_3in", [(2, 3, 4), (2, 5, 4), (2, 1, 4)], 1),
+        ("axis-1_3in", [(2, 3, 4), (2, 3, 7), (2, 3, 1)], -1),
+        ("axis2_3in_rank4", [(2, 3, 5, 7), (2, 3, 1, 7), (2, 3, 4, 7)], 2),
+        ("axis1_2in", [(7, 13), (7, 17)], 1),
+        ("axis0_empty", [(0, 5), (3, 5), (2, 5)], 0),
+    ]
+    for name, shapes, axis in concat_cases:
+        c = Case("concat", name)
+        xs = [c.randn(*s) for s in shapes]
+        w.write(c, xs, {"out": torch.cat(xs, axis)}, {"axis": axis})
+
+
+# --- numpy's own .npy files --------------------------------------------------------------------
+
+def npy_samples(root):
+    """Arrays written by numpy for tests/io/npy.cpp: the reader reads them, the writer must
+    reproduce the byte-identical files."""
+    root.mkdir(parents=True, exist_ok=True)
+    f4_2x3 = (np.arange(6, dtype="<f4").reshape(2, 3) / 4 - 0.5).astype("<f4")
+    same_bytes = {
+        "f4_2x3": f4_2x3,
+        "i4_5": np.array([-2, -1, 0, 1, 2147483647], dtype="<i4"),
+        "f4_scalar": np.array(3.5, dtype="<f4"),
+        "f4_0x3": np.zeros((0, 3), dtype="<f4"),
+        "f4_17": np.arange(17, dtype="<f4") - 8,
+        "i4_1x2x1x2x1x2x1x2": np.arange(16, dtype="<i4").reshape(1, 2, 1, 2, 1, 2, 1, 2),
+        "f4_100000x0": np.zeros((100000, 0), dtype="<f4"),
+    }
+    for name, a in same_bytes.items():
+        np.save(root / f"{name}.npy", a)
+    np.save(root / "f8_2x2.npy", np.array([[0.1, -2.5], [1e30, 3.0]], dtype="<f8"))
+    np.save(root / "i8_4.npy", np.array([-2147483648, -1, 0, 2147483647], dtype="<i8"))
+    np.save(root / "i8_overflow.npy", np.array([0, 2147483648], dtype="<i8"))
+    np.save(root / "f4_fortran_2x3.npy", np.asfortranarray(f4_2x3))
+    np.save(root / "f4_bigendian_2x3.npy", f4_2x3.astype(">f4"))
+    np.save(root / "f2_3.npy", np.array([1, 2, 3], dtype="<f2"))
+    for version in ((2, 0), (3, 0)):
+        with open(root / f"f4_2x3_v{version[0]}.npy", "wb") as f:
+            np.lib.format.write_array(f, f4_2x3, version=version)
+
+
+def main():
+    for sub in DATA.iterdir() if DATA.exists() else []:
+        if sub.is_dir():
+            shutil.rmtree(sub)
+    DATA.mkdir(parents=True, exist_ok=True)
+    w = Writer(DATA)
+    torch.set_grad_enabled(False)
+    for section in (elementwise, matmul, linear, conv2d, batch_norm, pooling, softmax, shape_ops):
+        section(w)
+    w.finish()
+    npy_samples(DATA / "npy")
+    files = list(DATA.rglob("*.npy"))
+    size = sum(f.stat().st_size for f in files)
+    print(f"{len(w.lines)} cases, {len(files)} files, {size / 1e6:.2f} MB in {DATA}")
+
+
+if __name__ == "__main__":
+    main()
