@@ -424,9 +424,13 @@ def npy_samples(root):
             np.lib.format.write_array(f, f4_2x3, version=version)
 
 
+# Folders other generators own (gen_modules.py); this script leaves them alone.
+FOREIGN = {"modules", "resnet18"}
+
+
 def main():
     for sub in DATA.iterdir() if DATA.exists() else []:
-        if sub.is_dir():
+        if sub.is_dir() and sub.name not in FOREIGN:
             shutil.rmtree(sub)
     DATA.mkdir(parents=True, exist_ok=True)
     w = Writer(DATA)

@@ -1,35 +1,112 @@
-// A 64-byte aligned, heap-allocated byte buffer shared by tensors (reference counted by Tensor).
+// A 64-byte aligned, heap-allocated byte buffer shared by tensors (reference counted by Tensor),
+// and the pool that recycles large ones.
 #pragma once
 
-#include <tracemod/core/error.hpp>
-
 #include <cstddef>
-#include <cstring>
-#include <memory>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 namespace tracemod {
 
-class Storage {
+namespace detail {
+
+/// Recycles large buffers. A freshly allocated block of many MiB costs one page fault per 4 KiB page
+/// on first touch (glibc maps such blocks anew and unmaps them on free), which dominates
+/// memory-bound ops that allocate their result on every call. Freed buffers of at least
+/// `threshold` bytes are kept, up to `capacity()` bytes in all, and handed out again for requests
+/// of the same size.
+class buffer_pool {
  public:
   static constexpr std::size_t alignment = 64;
+  static constexpr std::size_t threshold = std::size_t{1} << 20;
 
-  explicit Storage(std::size_t bytes) : bytes_(bytes) {
-    // Round up so the allocation is a whole number of cache lines (and never zero-sized).
-    const std::size_t padded = (bytes + alignment - 1) / alignment * alignment + alignment;
-    data_ = static_cast<std::byte*>(::operator new(padded, std::align_val_t{alignment}));
+  /// The process-wide pool. Never destroyed: tensors in static storage may outlive other statics.
+  static buffer_pool& instance() {
+    static buffer_pool* pool = new buffer_pool;
+    return *pool;
   }
+
+  std::byte* acquire(std::size_t bytes) {
+    if (bytes >= threshold) {
+      const std::lock_guard lock(mutex_);
+      if (const auto it = free_.find(bytes); it != free_.end()) {
+        std::byte* p = it->second;
+        free_.erase(it);
+        cached_ -= bytes;
+        return p;
+      }
+    }
+    return static_cast<std::byte*>(::operator new(bytes, std::align_val_t{alignment}));
+  }
+
+  void release(std::byte* p, std::size_t bytes) noexcept {
+    if (bytes >= threshold) {
+      const std::lock_guard lock(mutex_);
+      if (cached_ + bytes <= capacity_) {
+        free_.emplace(bytes, p);
+        cached_ += bytes;
+        return;
+      }
+    }
+    ::operator delete(p, std::align_val_t{alignment});
+  }
+
+  /// Bytes the pool may keep; 0 disables it and frees what it holds.
+  void set_capacity(std::size_t bytes) {
+    const std::lock_guard lock(mutex_);
+    capacity_ = bytes;
+    for (auto it = free_.begin(); it != free_.end() && cached_ > capacity_;) {
+      cached_ -= it->first;
+      ::operator delete(it->second, std::align_val_t{alignment});
+      it = free_.erase(it);
+    }
+  }
+  [[nodiscard]] std::size_t capacity() const {
+    const std::lock_guard lock(mutex_);
+    return capacity_;
+  }
+  [[nodiscard]] std::size_t cached_bytes() const {
+    const std::lock_guard lock(mutex_);
+    return cached_;
+  }
+
+ private:
+  buffer_pool() = default;
+
+  mutable std::mutex mutex_;
+  std::unordered_multimap<std::size_t, std::byte*> free_;
+  std::size_t cached_ = 0;
+  std::size_t capacity_ = std::size_t{512} << 20;
+};
+
+}  // namespace detail
+
+/// How many bytes of freed large tensor buffers (>= 1 MiB each) tracemod keeps for reuse
+/// (default 512 MiB); 0 turns the recycling off.
+inline void set_buffer_cache_capacity(std::size_t bytes) { detail::buffer_pool::instance().set_capacity(bytes); }
+
+class Storage {
+ public:
+  static constexpr std::size_t alignment = detail::buffer_pool::alignment;
+
+  // Rounded up to whole cache lines plus one (never zero-sized), so equal tensor sizes map to
+  // equal allocation sizes in the pool.
+  explicit Storage(std::size_t bytes)
+      : bytes_(bytes), allocated_((bytes + alignment - 1) / alignment * alignment + alignment),
+        data_(detail::buffer_pool::instance().acquire(allocated_)) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
-  ~Storage() { ::operator delete(data_, std::align_val_t{alignment}); }
+  ~Storage() { detail::buffer_pool::instance().release(data_, allocated_); }
 
   [[nodiscard]] std::byte* data() noexcept { return data_; }
   [[nodiscard]] const std::byte* data() const noexcept { return data_; }
   [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
 
  private:
-  std::byte* data_ = nullptr;
-  std::size_t bytes_ = 0;
+  std::size_t bytes_;
+  std::size_t allocated_;
+  std::byte* data_;
 };
 
 }  // namespace tracemod

@@ -101,8 +101,15 @@ std::string params_repr(const typename Op::params& p) {
 }
 
 template <class T>
+inline constexpr bool is_tensor_tuple_v = false;
+template <class... T>
+inline constexpr bool is_tensor_tuple_v<std::tuple<T...>> = (std::derived_from<T, Tensor> && ...);
+
+/// A list of tensors: a vector, a span, or a std::tuple (the spelling that also works while tracing).
+template <class T>
 concept tensor_sequence = std::same_as<std::remove_cvref_t<T>, std::vector<Tensor>> ||
-                          std::same_as<std::remove_cvref_t<T>, std::span<const Tensor>>;
+                          std::same_as<std::remove_cvref_t<T>, std::span<const Tensor>> ||
+                          is_tensor_tuple_v<std::remove_cvref_t<T>>;
 
 /// A C++ number (not bool) or a tmod::c<V> compile-time constant, used where an op takes a scalar.
 template <class T>

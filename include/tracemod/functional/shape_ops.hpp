@@ -198,6 +198,10 @@ struct concat_fn : op_base<concat_fn> {
     return y;
   }
   static Tensor eager(const params& p, const std::vector<Tensor>& inps) { return eager(p, std::span<const Tensor>(inps)); }
+  template <class... T>
+  static Tensor eager(const params& p, const std::tuple<T...>& inps) {
+    return eager(p, std::apply([](const auto&... t) { return std::vector<Tensor>{Tensor(t)...}; }, inps));
+  }
 
   /// F::concat({a, b}, {.axis = 1})
   template <std::derived_from<Tensor> T>
