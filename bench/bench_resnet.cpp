@@ -1,0 +1,121 @@
+// Full-width ResNet-18, batch 1, 3x224x224, eval mode, single thread: the module forward next to
+// the sum of its conv/linear kernel calls (each distinct shape timed through F::conv2d/F::linear and
+// weighted by how often the network runs it), so the time spent outside those kernels shows.
+//
+//   BM_resnet18_forward          net(x)
+//   BM_resnet18_conv_linear_sum  every conv/linear call of one forward, back to back
+//   BM_resnet18_conv/<i>         one distinct conv shape (counter: occurrences per forward)
+#include <machine_limits.hpp>
+#include <models/resnet.hpp>
+
+#include <tracemod/core/factories.hpp>
+#include <tracemod/functional/conv.hpp>
+#include <tracemod/functional/linalg.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace tmod = tracemod;
+namespace F = tracemod::functional;
+namespace M = tracemod::nn;
+
+/// One conv call of the network: its module, input shape and how many times a forward runs it.
+struct conv_call {
+  const M::Conv2d* conv;
+  tmod::Shape input;
+  int occurrences;
+};
+
+struct resnet_fixture {
+  models::ResNet net = models::resnet18();
+  tmod::Tensor x = tmod::randn({1, 3, 224, 224}, 7);
+  std::vector<conv_call> convs;  // distinct shapes, in order of first use
+  tmod::Shape fc_input;
+
+  resnet_fixture() {
+    net.eval();
+    // Walk the forward with infer_shape to find each conv's input shape.
+    const auto use = [&](const M::Conv2d& conv, const tmod::Shape& in) {
+      for (conv_call& c : convs)
+        if (c.input == in && c.conv->weight.shape() == conv.weight.shape() && c.conv->stride == conv.stride) {
+          ++c.occurrences;
+          return conv.infer_shape(in);
+        }
+      convs.push_back({&conv, in, 1});
+      return conv.infer_shape(in);
+    };
+    const auto block = [&](const auto& b, const tmod::Shape& in) {
+      const tmod::Shape mid = use(b.conv1, in);
+      const tmod::Shape out = use(b.conv2, mid);
+      if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(b.downsample)>, tmod::none_t>)
+        use(b.downsample.template get<0>(), in);
+      return out;
+    };
+    const auto stage = [&](const auto& s, const tmod::Shape& in) {
+      return block(s.template get<1>(), block(s.template get<0>(), in));
+    };
+    const tmod::Shape stem = net.maxpool.infer_shape(use(net.conv1, x.shape()));
+    const tmod::Shape features = stage(net.layer4, stage(net.layer3, stage(net.layer2, stage(net.layer1, stem))));
+    fc_input = tmod::Shape{1, net.avgpool.infer_shape(features)[1]};
+  }
+
+  static double conv_flops(const conv_call& c) {
+    const tmod::Shape out = c.conv->infer_shape(c.input);
+    const tmod::Shape& w = c.conv->weight.shape();
+    return 2.0 * static_cast<double>(out.numel() * w[1] * w[2] * w[3]);
+  }
+};
+
+resnet_fixture& fixture() {
+  static resnet_fixture f;
+  return f;
+}
+
+void BM_resnet18_forward(benchmark::State& state) {
+  resnet_fixture& f = fixture();
+  double flops = 2.0 * static_cast<double>(f.net.fc.weight.numel());
+  for (const conv_call& c : f.convs) flops += c.occurrences * resnet_fixture::conv_flops(c);
+  for (auto _ : state) benchmark::DoNotOptimize(f.net(f.x));
+  tracemod::bench::report_flops(state, flops);
+}
+BENCHMARK(BM_resnet18_forward)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+
+void BM_resnet18_conv_linear_sum(benchmark::State& state) {
+  resnet_fixture& f = fixture();
+  std::vector<tmod::Tensor> inputs;
+  double flops = 2.0 * static_cast<double>(f.net.fc.weight.numel());
+  for (const conv_call& c : f.convs) {
+    inputs.push_back(tmod::randn(c.input, 3));
+    flops += c.occurrences * resnet_fixture::conv_flops(c);
+  }
+  const tmod::Tensor fc_x = tmod::randn(f.fc_input, 5);
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < f.convs.size(); ++i) {
+      const M::Conv2d& conv = *f.convs[i].conv;
+      for (int k = 0; k < f.convs[i].occurrences; ++k)
+        benchmark::DoNotOptimize(F::conv2d(inputs[i], conv.weight, tmod::none, conv.conv_params()));
+    }
+    benchmark::DoNotOptimize(F::linear(fc_x, f.net.fc.weight, f.net.fc.bias));
+  }
+  tracemod::bench::report_flops(state, flops);
+}
+BENCHMARK(BM_resnet18_conv_linear_sum)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+
+void BM_resnet18_conv(benchmark::State& state) {
+  resnet_fixture& f = fixture();
+  const conv_call& c = f.convs.at(static_cast<std::size_t>(state.range(0)));
+  const tmod::Tensor in = tmod::randn(c.input, 3);
+  for (auto _ : state) benchmark::DoNotOptimize(F::conv2d(in, c.conv->weight, tmod::none, c.conv->conv_params()));
+  tracemod::bench::report_flops(state, resnet_fixture::conv_flops(c));
+  state.counters["occurrences"] = c.occurrences;
+  state.SetLabel("in " + c.input.to_string() + " w " + c.conv->weight.shape().to_string() + " stride " +
+                 std::to_string(c.conv->stride.h));
+}
+// ResNet-18 has 11 distinct conv shapes.
+BENCHMARK(BM_resnet18_conv)->DenseRange(0, 10)->Unit(benchmark::kMillisecond);
+
+}  // namespace

@@ -1,0 +1,19 @@
+// Activation modules.
+#pragma once
+
+#include <tracemod/functional/elementwise.hpp>
+#include <tracemod/nn/reflection.hpp>
+
+namespace tracemod::nn {
+
+/// max(x, 0)
+class ReLU : public Module {
+ public:
+  ReLU() = default;
+  TM_BUILTIN_MODULE(ReLU)
+
+  [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::relu(x); }
+  [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+};
+
+}  // namespace tracemod::nn

@@ -1,0 +1,97 @@
+// BatchNorm2d (PyTorch's nn.BatchNorm2d: momentum is the weight of the new batch statistic; buffers
+// running_mean, running_var, num_batches_tracked, so a torchvision state_dict maps 1:1).
+#pragma once
+
+#include <tracemod/core/error.hpp>
+#include <tracemod/core/factories.hpp>
+#include <tracemod/functional/normalization.hpp>
+#include <tracemod/functional/params.hpp>
+#include <tracemod/nn/reflection.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tracemod::nn {
+
+/// BatchNorm2d's keyword arguments. momentum = std::nullopt averages all batches seen so far
+/// (PyTorch's cumulative moving average, driven by num_batches_tracked).
+struct BatchNorm2dOptions {
+  double eps = 1e-5;
+  std::optional<double> momentum = 0.1;
+  bool affine = true;
+  bool track_running_stats = true;
+};
+
+class BatchNorm2d : public Module {
+ public:
+  std::int64_t num_features = 0;
+  double eps = 1e-5;
+  std::optional<double> momentum;
+  bool affine = true;
+  bool track_running_stats = true;
+  Parameter weight;            ///< (C,), 1 initially; undefined unless affine
+  Parameter bias;              ///< (C,), 0 initially; undefined unless affine
+  Buffer running_mean;         ///< (C,), 0 initially; undefined unless track_running_stats
+  Buffer running_var;          ///< (C,), 1 initially; undefined unless track_running_stats
+  Buffer num_batches_tracked;  ///< int32 scalar; undefined unless track_running_stats
+
+  explicit BatchNorm2d(std::int64_t features, const BatchNorm2dOptions& o = {})
+      : num_features(features), eps(o.eps), momentum(o.momentum), affine(o.affine),
+        track_running_stats(o.track_running_stats) {
+    if (features < 0) throw value_error("BatchNorm2d: num_features " + std::to_string(features) + " is negative");
+    if (!(o.eps > 0)) throw value_error("BatchNorm2d: eps " + functional::repr(o.eps) + " must be positive");
+    if (o.affine) {
+      weight = ones({features});
+      bias = zeros({features});
+    }
+    if (o.track_running_stats) {
+      running_mean = zeros({features});
+      running_var = ones({features});
+      num_batches_tracked = zeros(Shape{}, DType::int32);
+    }
+  }
+
+  TM_BUILTIN_MODULE(BatchNorm2d, weight, bias, running_mean, running_var, num_batches_tracked)
+
+  /// Training mode normalises with the batch statistics and updates the running ones; eval mode uses
+  /// the running statistics (or the batch ones when they are not tracked).
+  [[nodiscard]] Tensor forward(const Tensor& x) const {
+    check_input(x.shape());
+    double factor = momentum.value_or(0.0);
+    const bool update = training() && running_mean.defined();
+    if (update) {
+      Tensor count = num_batches_tracked;  // a handle: the module's counter is updated
+      const std::int32_t seen = ++count.data<std::int32_t>()[0];
+      if (!momentum) factor = 1.0 / seen;
+    }
+    const functional::batch_norm_fn::params p{training() || !running_mean.defined(), factor, eps};
+    const auto normalize = [&](const auto& mean, const auto& var) {
+      return weight.defined() ? functional::batch_norm(x, mean, var, weight, bias, p)
+                              : functional::batch_norm(x, mean, var, none, none, p);
+    };
+    return running_mean.defined() ? normalize(running_mean, running_var) : normalize(none, none);
+  }
+
+  [[nodiscard]] Shape infer_shape(const Shape& x) const {
+    check_input(x);
+    return x;
+  }
+
+  [[nodiscard]] std::string extra_repr() const override {
+    using functional::repr;
+    return std::to_string(num_features) + ", eps=" + repr(eps) + ", momentum=" + repr(momentum) +
+           ", affine=" + repr(affine) + ", track_running_stats=" + repr(track_running_stats);
+  }
+
+ private:
+  void check_input(const Shape& x) const {
+    if (x.rank() != 4)
+      throw shape_error("BatchNorm2d: expected a 4-D input (N, C, H, W), got " + x.to_string());
+    if (x[1] != num_features)
+      throw shape_error("BatchNorm2d(" + std::to_string(num_features) + "): input " + x.to_string() + " has " +
+                        std::to_string(x[1]) + " channels");
+  }
+};
+
+}  // namespace tracemod::nn

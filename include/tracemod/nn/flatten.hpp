@@ -1,0 +1,27 @@
+// Flatten: merges axes start_axis..end_axis (PyTorch's nn.Flatten defaults: from axis 1 to the last).
+#pragma once
+
+#include <tracemod/functional/shape_ops.hpp>
+#include <tracemod/nn/reflection.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace tracemod::nn {
+
+class Flatten : public Module {
+ public:
+  functional::flatten_fn::params params;
+
+  explicit Flatten(std::int64_t start_axis = 1, std::int64_t end_axis = -1) : params{start_axis, end_axis} {}
+
+  TM_BUILTIN_MODULE(Flatten)
+
+  [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::flatten(x, params); }
+  [[nodiscard]] Shape infer_shape(const Shape& x) const { return functional::flatten_fn::infer_shape(params, x); }
+  [[nodiscard]] std::string extra_repr() const override {
+    return functional::params_repr<functional::flatten_fn>(params);
+  }
+};
+
+}  // namespace tracemod::nn

@@ -1,0 +1,48 @@
+// Linear: y = x @ weight^T + bias (PyTorch's nn.Linear / MegEngine's M.Linear).
+#pragma once
+
+#include <tracemod/core/error.hpp>
+#include <tracemod/functional/linalg.hpp>
+#include <tracemod/nn/init.hpp>
+#include <tracemod/nn/reflection.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace tracemod::nn {
+
+class Linear : public Module {
+ public:
+  std::int64_t in_features = 0;
+  std::int64_t out_features = 0;
+  Parameter weight;  ///< (out_features, in_features)
+  Parameter bias;    ///< (out_features,); undefined when constructed with bias = false
+
+  /// Linear(in_features, out_features, bias = true), initialised as PyTorch does.
+  Linear(std::int64_t in, std::int64_t out, bool has_bias = true) : in_features(in), out_features(out) {
+    if (in < 0 || out < 0)
+      throw value_error("Linear: in_features (" + std::to_string(in) + ") and out_features (" + std::to_string(out) +
+                        ") must be non-negative");
+    weight = Tensor::empty({out, in});
+    if (has_bias) bias = Tensor::empty({out});
+    init::default_layer_init_(weight, bias);
+  }
+
+  TM_BUILTIN_MODULE(Linear, weight, bias)
+
+  [[nodiscard]] Tensor forward(const Tensor& x) const {
+    return bias.defined() ? functional::linear(x, weight, bias) : functional::linear(x, weight);
+  }
+
+  [[nodiscard]] Shape infer_shape(const Shape& x) const {
+    const Shape b = bias.defined() ? bias.shape() : Shape{};
+    return functional::linear_fn::infer_shape({}, x, weight.shape(), bias.defined() ? &b : nullptr);
+  }
+
+  [[nodiscard]] std::string extra_repr() const override {
+    return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
+           ", bias=" + (bias.defined() ? "True" : "False");
+  }
+};
+
+}  // namespace tracemod::nn

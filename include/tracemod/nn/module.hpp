@@ -1,0 +1,572 @@
+// Module: the polymorphic base of every module, with the run-time API of MegEngine's / PyTorch's
+// Module (parameters, buffers, children, dotted paths, state_dict, train/eval, dynamic attributes).
+//
+// A module's members come from two places: the ones its class lists in TM_MODULE (reflected: fixed
+// C++ types, known at compile time, see reflection.hpp) and the ones added at run time with
+// setattr (dynamic). Every traversal lists a module's reflected members in TM_MODULE order, then its
+// dynamic ones in insertion order. Undefined tensors (a Parameter constructed empty, PyTorch's
+// `bias=None`) are attributes but are skipped by the parameter/buffer/tensor lists and state_dict.
+//
+// Copying a module copies its tree of modules; the copy's tensors share their buffers with the
+// original's (Tensor copies are handles). clone() copies the tensors' data as well.
+#pragma once
+
+#include <tracemod/core/error.hpp>
+#include <tracemod/core/tensor.hpp>
+#include <tracemod/nn/attr_ref.hpp>
+#include <tracemod/nn/member_kind.hpp>
+#include <tracemod/nn/parameter.hpp>
+#include <tracemod/nn/state_dict.hpp>
+
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <typeinfo>
+#include <unordered_set>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace tracemod {
+
+class Module;
+
+namespace detail {
+
+/// One direct member of a module instance, as the run-time API walks it.
+struct member_slot {
+  std::string name;
+  member_kind kind;
+  Module* module = nullptr;  // kind == module
+  Tensor* tensor = nullptr;  // kind == parameter or buffer
+  bool reflected = true;
+};
+
+/// Owns a child added with setattr. Copying copies the child's module tree (as copying a module does).
+class module_box {
+ public:
+  explicit module_box(std::unique_ptr<Module> m) : ptr_(std::move(m)) {}
+  module_box(const module_box& other);
+  module_box& operator=(const module_box& other);
+  module_box(module_box&&) noexcept = default;
+  module_box& operator=(module_box&&) noexcept = default;
+  ~module_box();
+
+  [[nodiscard]] Module& get() const noexcept { return *ptr_; }
+
+ private:
+  std::unique_ptr<Module> ptr_;
+};
+
+struct dynamic_attr {
+  std::string name;
+  std::variant<Parameter, Buffer, module_box> value;
+};
+
+struct module_access;
+
+[[nodiscard]] inline std::string join_path(std::string_view prefix, std::string_view name) {
+  return prefix.empty() ? std::string(name) : std::string(prefix) + "." + std::string(name);
+}
+
+}  // namespace detail
+
+class Module {
+ public:
+  /// An attribute with its dotted path; T& aliases the module's own object.
+  template <class T>
+  using named = std::pair<std::string, T&>;
+  template <class T>
+  using refs = std::vector<std::reference_wrapper<T>>;
+
+  virtual ~Module() = default;
+
+  /// The class name as written in TM_MODULE ("Conv2d", "ResNet").
+  [[nodiscard]] virtual std::string_view type_name() const = 0;
+  /// Builtin modules are opaque to the tracer (one call in a graph); user modules are traced through.
+  [[nodiscard]] virtual bool is_builtin() const noexcept = 0;
+  /// The hyper-parameters shown by repr(), as PyTorch's extra_repr: "3, 64, kernel_size=(7, 7)".
+  [[nodiscard]] virtual std::string extra_repr() const { return {}; }
+
+  // ---- training mode -------------------------------------------------------------------------
+
+  /// Sets the training flag of this module and every descendant.
+  Module& train(bool mode = true) {
+    for_each_module("", true, [mode](const std::string&, const Module& m) { const_cast<Module&>(m).training_ = mode; });
+    return *this;
+  }
+  Module& eval() { return train(false); }
+  [[nodiscard]] bool training() const noexcept { return training_; }
+
+  // ---- traversal -----------------------------------------------------------------------------
+
+  [[nodiscard]] std::vector<named<Parameter>> named_parameters(std::string_view prefix = "", bool recursive = true) {
+    return collect_tensors<Parameter>(prefix, recursive, true, false);
+  }
+  [[nodiscard]] std::vector<named<const Parameter>> named_parameters(std::string_view prefix = "",
+                                                                     bool recursive = true) const {
+    return collect_tensors<const Parameter>(prefix, recursive, true, false);
+  }
+  [[nodiscard]] std::vector<named<Buffer>> named_buffers(std::string_view prefix = "", bool recursive = true) {
+    return collect_tensors<Buffer>(prefix, recursive, false, true);
+  }
+  [[nodiscard]] std::vector<named<const Buffer>> named_buffers(std::string_view prefix = "",
+                                                               bool recursive = true) const {
+    return collect_tensors<const Buffer>(prefix, recursive, false, true);
+  }
+  /// Parameters and buffers: per module its parameters, then its buffers (state_dict order).
+  [[nodiscard]] std::vector<named<Tensor>> named_tensors(std::string_view prefix = "", bool recursive = true) {
+    return collect_tensors<Tensor>(prefix, recursive, true, true);
+  }
+  [[nodiscard]] std::vector<named<const Tensor>> named_tensors(std::string_view prefix = "",
+                                                               bool recursive = true) const {
+    return collect_tensors<const Tensor>(prefix, recursive, true, true);
+  }
+  /// Direct child modules.
+  [[nodiscard]] std::vector<named<Module>> named_children() { return collect_children<Module>(); }
+  [[nodiscard]] std::vector<named<const Module>> named_children() const { return collect_children<const Module>(); }
+  /// This module (named `prefix`) and every descendant, pre-order.
+  [[nodiscard]] std::vector<named<Module>> named_modules(std::string_view prefix = "") {
+    return collect_modules<Module>(prefix);
+  }
+  [[nodiscard]] std::vector<named<const Module>> named_modules(std::string_view prefix = "") const {
+    return collect_modules<const Module>(prefix);
+  }
+
+  [[nodiscard]] refs<Parameter> parameters(bool recursive = true) { return values(named_parameters("", recursive)); }
+  [[nodiscard]] refs<const Parameter> parameters(bool recursive = true) const {
+    return values(named_parameters("", recursive));
+  }
+  [[nodiscard]] refs<Buffer> buffers(bool recursive = true) { return values(named_buffers("", recursive)); }
+  [[nodiscard]] refs<const Buffer> buffers(bool recursive = true) const { return values(named_buffers("", recursive)); }
+  [[nodiscard]] refs<Tensor> tensors(bool recursive = true) { return values(named_tensors("", recursive)); }
+  [[nodiscard]] refs<const Tensor> tensors(bool recursive = true) const { return values(named_tensors("", recursive)); }
+  [[nodiscard]] refs<Module> children() { return values(named_children()); }
+  [[nodiscard]] refs<const Module> children() const { return values(named_children()); }
+  [[nodiscard]] refs<Module> modules() { return values(named_modules()); }
+  [[nodiscard]] refs<const Module> modules() const { return values(named_modules()); }
+
+  // ---- state -----------------------------------------------------------------------------------
+
+  /// Every defined parameter and buffer by dotted path, in PyTorch's order. The tensors share their
+  /// buffers with the module (as torch's state_dict does): writing into them changes the module.
+  [[nodiscard]] StateDict state_dict() const {
+    StateDict result;
+    for (const auto& [name, t] : named_tensors()) result.insert(name, t);
+    return result;
+  }
+
+  /// Copies the values of `dict` into the module's existing tensors (whose shapes and dtypes must
+  /// match). strict: any missing key, unexpected key or mismatch throws module_error listing every
+  /// offending key, and nothing is loaded. Non-strict: the matching entries are loaded and the rest
+  /// is reported.
+  IncompatibleKeys load_state_dict(const StateDict& dict, bool strict = true);
+
+  // ---- dynamic attributes (dotted paths; digits name container children: "layer1.0.conv1") -----
+
+  /// Adds a child module, or replaces one. A reflected member can only receive a module of its
+  /// own C++ type (its value is replaced); a dynamic one can receive any module.
+  template <class M>
+    requires std::derived_from<std::remove_cvref_t<M>, Module>
+  void setattr(std::string_view path, M&& module) {
+    using T = std::remove_cvref_t<M>;
+    static_assert(requires { typename T::tracemod_reflected; } && std::same_as<typename T::tracemod_reflected, T>,
+                  "tmod::Module::setattr: the module's class must declare TM_MODULE(Class, ...) itself");
+    set_module(path, std::make_unique<T>(std::forward<M>(module)));
+  }
+  /// Adds or rebinds a tensor attribute. A plain Tensor becomes a buffer (MegEngine's rule: every
+  /// tensor attribute that is not a Parameter is a buffer); a reflected member keeps its kind.
+  void setattr(std::string_view path, const Parameter& p) { set_tensor(path, member_kind::parameter, p); }
+  void setattr(std::string_view path, const Buffer& b) { set_tensor(path, member_kind::buffer, b); }
+  void setattr(std::string_view path, const Tensor& t) { set_tensor(path, member_kind::buffer, t); }
+
+  /// The attribute at `path`; throws module_error naming the path if there is none.
+  [[nodiscard]] AttrRef getattr(std::string_view path) {
+    const detail::member_slot slot = find_or_throw(path, "getattr");
+    return {std::string(path), slot.kind, slot.module, slot.tensor};
+  }
+  [[nodiscard]] ConstAttrRef getattr(std::string_view path) const {
+    const detail::member_slot slot = find_or_throw(path, "getattr");
+    return {std::string(path), slot.kind, slot.module, slot.tensor};
+  }
+  [[nodiscard]] bool has_attr(std::string_view path) const {
+    std::string why;
+    return find(path, why).has_value();
+  }
+  /// Removes an attribute added with setattr (reflected members cannot be removed).
+  void delattr(std::string_view path);
+
+  // ---- copies and printing ---------------------------------------------------------------------
+
+  /// A deep copy: a new module tree with new tensor buffers (tensors that were one handle stay one).
+  /// A reflected class's own clone() returns the concrete type instead.
+  [[nodiscard]] std::unique_ptr<Module> clone() const;
+
+  /// The module tree in PyTorch's format: `Sequential(\n  (0): Conv2d(3, 8, ...)\n ...)`.
+  [[nodiscard]] std::string repr() const;
+
+ protected:
+  Module() = default;
+  Module(const Module&) = default;
+  Module(Module&&) noexcept = default;
+  Module& operator=(const Module&) = default;
+  Module& operator=(Module&&) noexcept = default;
+
+  // Generated by TM_MODULE (or written by the containers).
+  /// Appends one slot per reflected member, in declaration order.
+  virtual void tracemod_members_(std::vector<detail::member_slot>& out) const = 0;
+  /// A copy of the most-derived object (tensors shared).
+  [[nodiscard]] virtual std::unique_ptr<Module> tracemod_copy_() const = 0;
+  /// Move-assigns `source`, whose dynamic type is this object's, to the most-derived object.
+  virtual void tracemod_assign_(Module&& source) = 0;
+
+ private:
+  friend struct detail::module_access;
+
+  /// Reflected members, then dynamic ones.
+  [[nodiscard]] std::vector<detail::member_slot> own_members() const {
+    std::vector<detail::member_slot> slots;
+    tracemod_members_(slots);
+    for (const detail::dynamic_attr& d : dynamic_) {
+      detail::member_slot s{d.name, member_kind::module, nullptr, nullptr, false};
+      if (const auto* p = std::get_if<Parameter>(&d.value)) {
+        s.kind = member_kind::parameter;
+        s.tensor = const_cast<Parameter*>(p);
+      } else if (const auto* b = std::get_if<Buffer>(&d.value)) {
+        s.kind = member_kind::buffer;
+        s.tensor = const_cast<Buffer*>(b);
+      } else {
+        s.module = &std::get<detail::module_box>(d.value).get();
+      }
+      slots.push_back(std::move(s));
+    }
+    return slots;
+  }
+
+  template <class F>
+  void for_each_module(const std::string& path, bool recursive, F&& f) const {
+    f(path, *this);
+    if (!recursive) return;
+    for (const detail::member_slot& s : own_members())
+      if (s.kind == member_kind::module) s.module->for_each_module(detail::join_path(path, s.name), true, f);
+  }
+
+  template <class T>
+  [[nodiscard]] std::vector<named<T>> collect_tensors(std::string_view prefix, bool recursive, bool params,
+                                                      bool buffers) const {
+    std::vector<named<T>> result;
+    for_each_module(std::string(prefix), recursive, [&](const std::string& path, const Module& m) {
+      const auto slots = m.own_members();
+      for (const member_kind kind : {member_kind::parameter, member_kind::buffer}) {
+        if (!(kind == member_kind::parameter ? params : buffers)) continue;
+        for (const detail::member_slot& s : slots)
+          if (s.kind == kind && s.tensor->defined())
+            result.emplace_back(detail::join_path(path, s.name), static_cast<T&>(*s.tensor));
+      }
+    });
+    return result;
+  }
+
+  template <class T>
+  [[nodiscard]] std::vector<named<T>> collect_children() const {
+    std::vector<named<T>> result;
+    for (const detail::member_slot& s : own_members())
+      if (s.kind == member_kind::module) result.emplace_back(s.name, *s.module);
+    return result;
+  }
+
+  template <class T>
+  [[nodiscard]] std::vector<named<T>> collect_modules(std::string_view prefix) const {
+    std::vector<named<T>> result;
+    for_each_module(std::string(prefix), true, [&](const std::string& path, const Module& m) {
+      result.emplace_back(path, const_cast<Module&>(m));
+    });
+    return result;
+  }
+
+  template <class T>
+  [[nodiscard]] static refs<T> values(const std::vector<named<T>>& items) {
+    refs<T> result;
+    result.reserve(items.size());
+    for (const auto& item : items) result.emplace_back(item.second);
+    return result;
+  }
+
+  /// "ResNet (the root)" or "Sequential 'layer1'": where a lookup failed.
+  [[nodiscard]] static std::string describe(const Module& m, std::string_view path) {
+    return std::string(m.type_name()) + (path.empty() ? " (the root)" : " '" + std::string(path) + "'");
+  }
+
+  /// Walks `path` down to the module owning its last component (and sets `leaf`); on failure returns
+  /// nullptr and says why.
+  [[nodiscard]] const Module* find_parent(std::string_view path, std::string_view& leaf, std::string& why) const {
+    if (path.empty()) {
+      why = "the path is empty";
+      return nullptr;
+    }
+    const Module* m = this;
+    std::size_t start = 0;
+    for (std::size_t dot = path.find('.'); dot != std::string_view::npos; dot = path.find('.', start)) {
+      const std::string_view part = path.substr(start, dot - start);
+      const std::string_view walked = path.substr(0, start == 0 ? 0 : start - 1);
+      if (part.empty()) {
+        why = "empty component in the path";
+        return nullptr;
+      }
+      const auto slots = m->own_members();
+      const auto it = std::find_if(slots.begin(), slots.end(), [&](const auto& s) { return s.name == part; });
+      if (it == slots.end()) {
+        why = describe(*m, walked) + " has no attribute '" + std::string(part) + "'";
+        return nullptr;
+      }
+      if (it->kind != member_kind::module) {
+        why = "'" + std::string(path.substr(0, dot)) + "' is a " + std::string(to_string(it->kind)) + ", not a module";
+        return nullptr;
+      }
+      m = it->module;
+      start = dot + 1;
+    }
+    leaf = path.substr(start);
+    if (leaf.empty()) {
+      why = "empty component in the path";
+      return nullptr;
+    }
+    return m;
+  }
+
+  [[nodiscard]] std::optional<detail::member_slot> find(std::string_view path, std::string& why) const {
+    std::string_view leaf;
+    const Module* parent = find_parent(path, leaf, why);
+    if (parent == nullptr) return std::nullopt;
+    auto slots = parent->own_members();
+    const auto it = std::find_if(slots.begin(), slots.end(), [&](const auto& s) { return s.name == leaf; });
+    if (it == slots.end()) {
+      std::string known;
+      for (const auto& s : slots) known += (known.empty() ? "" : ", ") + s.name;
+      why = describe(*parent, path.substr(0, path.size() - leaf.size() - (path.size() > leaf.size() ? 1 : 0))) +
+            " has no attribute '" + std::string(leaf) + "' (it has: " + (known.empty() ? "nothing" : known) + ")";
+      return std::nullopt;
+    }
+    return std::move(*it);
+  }
+
+  [[nodiscard]] detail::member_slot find_or_throw(std::string_view path, std::string_view api) const {
+    std::string why;
+    auto slot = find(path, why);
+    if (!slot) throw module_error(std::string(api) + "('" + std::string(path) + "'): " + why);
+    return std::move(*slot);
+  }
+
+  /// The module that owns `path`'s last component (created attributes go there); throws.
+  [[nodiscard]] Module& parent_or_throw(std::string_view path, std::string_view& leaf, std::string_view api) {
+    std::string why;
+    const Module* parent = find_parent(path, leaf, why);
+    if (parent == nullptr) throw module_error(std::string(api) + "('" + std::string(path) + "'): " + why);
+    return const_cast<Module&>(*parent);
+  }
+
+  [[nodiscard]] static bool valid_attribute_name(std::string_view name) {
+    const auto word = [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (c >= '0' && c <= '9');
+    };
+    return !name.empty() && std::all_of(name.begin(), name.end(), word) &&
+           (!(name[0] >= '0' && name[0] <= '9') ||
+            std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }));
+  }
+
+  /// The dynamic attribute `leaf` of this module, created if absent (after checking its name).
+  detail::dynamic_attr* dynamic_slot(std::string_view leaf, std::string_view path, std::string_view api) {
+    for (detail::dynamic_attr& d : dynamic_)
+      if (d.name == leaf) return &d;
+    if (!valid_attribute_name(leaf))
+      throw module_error(std::string(api) + "('" + std::string(path) + "'): '" + std::string(leaf) +
+                         "' is not a valid attribute name (an identifier, or digits for a container child)");
+    return nullptr;
+  }
+
+  void set_module(std::string_view path, std::unique_ptr<Module> module);
+  void set_tensor(std::string_view path, member_kind kind, const Tensor& value);
+
+  /// Replaces every tensor of the tree by a copy of its data (deep copy after a module copy).
+  void detach_tensors() {
+    std::vector<std::pair<Tensor, Tensor>> copied;  // original handle -> its copy
+    for (auto& entry : named_tensors()) {
+      Tensor& t = entry.second;
+      const auto same = [&](const auto& seen) {
+        return seen.first.shares_storage_with(t) && seen.first.shape() == t.shape() && seen.first.dtype() == t.dtype();
+      };
+      const auto it = std::find_if(copied.begin(), copied.end(), same);
+      Tensor copy = it != copied.end() ? it->second : t.clone();
+      if (it == copied.end()) copied.emplace_back(t, copy);
+      t = std::move(copy);
+    }
+  }
+
+  std::vector<detail::dynamic_attr> dynamic_;
+  bool training_ = true;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.repr(); }
+
+namespace detail {
+
+/// The library's access to Module's protected hooks (TM_MODULE's generated code and containers).
+struct module_access {
+  static std::unique_ptr<Module> copy(const Module& m) { return m.tracemod_copy_(); }
+  static void detach_tensors(Module& m) { m.detach_tensors(); }
+};
+
+inline module_box::module_box(const module_box& other) : ptr_(module_access::copy(*other.ptr_)) {}
+inline module_box& module_box::operator=(const module_box& other) {
+  if (this != &other) ptr_ = module_access::copy(*other.ptr_);
+  return *this;
+}
+inline module_box::~module_box() = default;
+
+}  // namespace detail
+
+inline IncompatibleKeys Module::load_state_dict(const StateDict& dict, bool strict) {
+  IncompatibleKeys report;
+  std::string mismatches;
+  std::vector<std::pair<Tensor*, const Tensor*>> copies;
+  std::unordered_set<std::string> own_keys;
+  for (auto& [name, t] : named_tensors()) {
+    own_keys.insert(name);
+    if (!dict.contains(name)) {
+      report.missing_keys.push_back(name);
+      continue;
+    }
+    const Tensor& source = dict.at(name);
+    if (!source.defined() || source.shape() != t.shape() || source.dtype() != t.dtype()) {
+      report.mismatched_keys.push_back(name);
+      const auto what = [](const Tensor& x) {
+        return x.defined() ? x.shape().to_string() + " " + std::string(dtype_name(x.dtype()))
+                           : std::string("undefined");
+      };
+      mismatches += (mismatches.empty() ? "" : ", ") + ("'" + name + "' is " + what(t) + " in the module but " +
+                                                        what(source) + " in the state dict");
+      continue;
+    }
+    copies.emplace_back(&t, &source);
+  }
+  for (const auto& [key, value] : dict)
+    if (!own_keys.contains(key)) report.unexpected_keys.push_back(key);
+
+  if (strict && !report.empty()) {
+    const auto quoted = [](const std::vector<std::string>& keys) {
+      std::string s;
+      for (const auto& k : keys) s += (s.empty() ? "'" : ", '") + k + "'";
+      return s;
+    };
+    std::string message = "load_state_dict: errors in loading the state dict of " + std::string(type_name()) + ":";
+    if (!report.missing_keys.empty()) message += " missing keys: " + quoted(report.missing_keys) + ";";
+    if (!report.unexpected_keys.empty()) message += " unexpected keys: " + quoted(report.unexpected_keys) + ";";
+    if (!mismatches.empty()) message += " shape/dtype mismatch: " + mismatches + ";";
+    message.pop_back();
+    throw module_error(message);
+  }
+  for (const auto& [target, source] : copies) {
+    Tensor destination = *target;  // a handle: writes reach the module's buffer
+    // memmove: the source may be this very tensor (loading a module's own state_dict).
+    if (destination.dtype() == DType::float32)
+      std::memmove(destination.data<float>(), source->data<float>(), destination.nbytes());
+    else
+      std::memmove(destination.data<std::int32_t>(), source->data<std::int32_t>(), destination.nbytes());
+  }
+  return report;
+}
+
+inline void Module::delattr(std::string_view path) {
+  std::string_view leaf;
+  Module& parent = parent_or_throw(path, leaf, "delattr");
+  const auto it =
+      std::find_if(parent.dynamic_.begin(), parent.dynamic_.end(), [&](const auto& d) { return d.name == leaf; });
+  if (it != parent.dynamic_.end()) {
+    parent.dynamic_.erase(it);
+    return;
+  }
+  const std::string prefix = "delattr('" + std::string(path) + "'): ";
+  for (const auto& s : parent.own_members())
+    if (s.name == leaf)
+      throw module_error(prefix + "'" + std::string(leaf) + "' is a reflected member of " +
+                         std::string(parent.type_name()) +
+                         " (listed in TM_MODULE); only attributes added with setattr can be deleted");
+  throw module_error(prefix + std::string(parent.type_name()) + " has no attribute '" + std::string(leaf) + "'");
+}
+
+inline void Module::set_module(std::string_view path, std::unique_ptr<Module> module) {
+  std::string_view leaf;
+  Module& parent = parent_or_throw(path, leaf, "setattr");
+  const std::string prefix = "setattr('" + std::string(path) + "'): ";
+  for (const auto& s : parent.own_members()) {
+    if (s.name != leaf || !s.reflected) continue;
+    if (s.kind != member_kind::module)
+      throw module_error(prefix + "the reflected member is a " + std::string(to_string(s.kind)) +
+                         "; it cannot hold a " + std::string(module->type_name()) + " module");
+    const Module& current = *s.module;
+    const Module& replacement = *module;
+    if (typeid(current) != typeid(replacement))
+      throw module_error(prefix + "the reflected member is a " + std::string(s.module->type_name()) +
+                         " and its C++ type is fixed; it cannot hold a " + std::string(module->type_name()));
+    s.module->tracemod_assign_(std::move(*module));
+    return;
+  }
+  if (detail::dynamic_attr* d = parent.dynamic_slot(leaf, path, "setattr"))
+    d->value = detail::module_box(std::move(module));
+  else
+    parent.dynamic_.push_back({std::string(leaf), detail::module_box(std::move(module))});
+}
+
+inline void Module::set_tensor(std::string_view path, member_kind kind, const Tensor& value) {
+  std::string_view leaf;
+  Module& parent = parent_or_throw(path, leaf, "setattr");
+  for (const auto& s : parent.own_members()) {
+    if (s.name != leaf || !s.reflected) continue;
+    if (s.kind != member_kind::parameter && s.kind != member_kind::buffer)
+      throw module_error("setattr('" + std::string(path) + "'): the reflected member is " +
+                         (s.kind == member_kind::module ? "a " + std::string(s.module->type_name()) + " module"
+                                                        : std::string("declared tmod::none_t")) +
+                         "; it cannot hold a tensor");
+    *s.tensor = value;  // a reflected member keeps its kind
+    return;
+  }
+  auto tensor = kind == member_kind::parameter ? decltype(detail::dynamic_attr::value)(Parameter(value))
+                                               : decltype(detail::dynamic_attr::value)(Buffer(value));
+  if (detail::dynamic_attr* d = parent.dynamic_slot(leaf, path, "setattr"))
+    d->value = std::move(tensor);
+  else
+    parent.dynamic_.push_back({std::string(leaf), std::move(tensor)});
+}
+
+inline std::unique_ptr<Module> Module::clone() const {
+  std::unique_ptr<Module> copy = tracemod_copy_();
+  copy->detach_tensors();
+  return copy;
+}
+
+inline std::string Module::repr() const {
+  std::vector<std::string> lines;
+  if (std::string extra = extra_repr(); !extra.empty()) lines.push_back(std::move(extra));
+  for (const auto& [name, child] : named_children()) {
+    std::string text = "(" + name + "): " + child.repr();
+    for (std::size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 3))
+      text.insert(at + 1, "  ");
+    lines.push_back(std::move(text));
+  }
+  const std::string head = std::string(type_name()) + "(";
+  if (lines.empty()) return head + ")";
+  if (lines.size() == 1 && named_children().empty()) return head + lines[0] + ")";
+  std::string s = head;
+  for (const auto& line : lines) s += "\n  " + line;
+  return s + "\n)";
+}
+
+}  // namespace tracemod

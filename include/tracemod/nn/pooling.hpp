@@ -1,0 +1,77 @@
+// Pooling modules: MaxPool2d, AvgPool2d, AdaptiveAvgPool2d (PyTorch's argument names and defaults).
+#pragma once
+
+#include <tracemod/functional/params.hpp>
+#include <tracemod/functional/pooling.hpp>
+#include <tracemod/nn/reflection.hpp>
+
+#include <optional>
+#include <string>
+
+namespace tracemod::nn {
+
+/// MaxPool2d's keyword arguments; stride = std::nullopt means stride = kernel_size.
+struct MaxPool2dOptions {
+  std::optional<functional::pair2> stride{};
+  functional::pair2 padding{0};
+  functional::pair2 dilation{1};
+  bool ceil_mode = false;
+};
+
+class MaxPool2d : public Module {
+ public:
+  functional::max_pool2d_fn::params params;
+
+  explicit MaxPool2d(functional::pair2 kernel_size, const MaxPool2dOptions& o = {})
+      : params{kernel_size, o.stride, o.padding, o.dilation, o.ceil_mode} {}
+
+  TM_BUILTIN_MODULE(MaxPool2d)
+
+  [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::max_pool2d_fn::apply(params, x); }
+  [[nodiscard]] Shape infer_shape(const Shape& x) const { return functional::max_pool2d_fn::infer_shape(params, x); }
+  [[nodiscard]] std::string extra_repr() const override {
+    return functional::params_repr<functional::max_pool2d_fn>(params);
+  }
+};
+
+/// AvgPool2d's keyword arguments; stride = std::nullopt means stride = kernel_size.
+struct AvgPool2dOptions {
+  std::optional<functional::pair2> stride{};
+  functional::pair2 padding{0};
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+
+class AvgPool2d : public Module {
+ public:
+  functional::avg_pool2d_fn::params params;
+
+  explicit AvgPool2d(functional::pair2 kernel_size, const AvgPool2dOptions& o = {})
+      : params{kernel_size, o.stride, o.padding, o.ceil_mode, o.count_include_pad} {}
+
+  TM_BUILTIN_MODULE(AvgPool2d)
+
+  [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::avg_pool2d_fn::apply(params, x); }
+  [[nodiscard]] Shape infer_shape(const Shape& x) const { return functional::avg_pool2d_fn::infer_shape(params, x); }
+  [[nodiscard]] std::string extra_repr() const override {
+    return functional::params_repr<functional::avg_pool2d_fn>(params);
+  }
+};
+
+/// Averages over PyTorch's adaptive bins to an output of `output_size` (an int or {h, w}).
+class AdaptiveAvgPool2d : public Module {
+ public:
+  functional::pair2 output_size;
+
+  explicit AdaptiveAvgPool2d(functional::pair2 size) : output_size(size) {}
+
+  TM_BUILTIN_MODULE(AdaptiveAvgPool2d)
+
+  [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::adaptive_avg_pool2d(x, output_size); }
+  [[nodiscard]] Shape infer_shape(const Shape& x) const {
+    return functional::adaptive_avg_pool2d_fn::infer_shape({output_size}, x);
+  }
+  [[nodiscard]] std::string extra_repr() const override { return "output_size=" + functional::repr(output_size); }
+};
+
+}  // namespace tracemod::nn

@@ -1,0 +1,68 @@
+// ResNet-18 (examples/models/resnet.hpp) against PyTorch: the torchvision-named state_dict of a
+// width-8 network (tests/data/resnet18, from tests/reference/gen_modules.py) loads strictly, and
+// the eval-mode output matches.
+#include <golden.hpp>
+#include <models/resnet.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace tmod = tracemod;
+
+tmod::StateDict torch_state_dict() {
+  tmod::StateDict d;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(golden::data_dir() / "resnet18"))
+    files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& path : files) {
+    const std::string key = path.stem().string();
+    if (key != "input" && key != "output") d.insert(key, tmod::io::load_npy(path));
+  }
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("ResNet-18: torchvision's module tree and names") {
+  models::ResNet net(10, 8);
+  std::vector<std::string> modules;
+  for (const auto& [name, m] : net.named_modules()) modules.push_back(name + ":" + std::string(m.type_name()));
+  CHECK(modules.size() == 1 + 4 + 4 * (1 + 2 * (1 + 5)) + 3 * 3 + 2);  // 68, as torchvision's
+  CHECK(modules[0] == ":ResNet");
+  CHECK(std::find(modules.begin(), modules.end(), "layer1.0:BasicBlock") != modules.end());
+  CHECK(std::find(modules.begin(), modules.end(), "layer3.0.downsample:Sequential") != modules.end());
+  CHECK(std::find(modules.begin(), modules.end(), "layer3.0.downsample.1:BatchNorm2d") != modules.end());
+  CHECK(std::find(modules.begin(), modules.end(), "layer4.1.conv2:Conv2d") != modules.end());
+  CHECK(modules.back() == "fc:Linear");
+  CHECK(net.getattr("layer1.0.downsample").is_none());
+  CHECK(net.getattr("layer2.0.downsample.0").as<tmod::nn::Conv2d>().stride == tmod::functional::pair2{2});
+  CHECK(net.state_dict().size() == 122);
+}
+
+TEST_CASE("ResNet-18: loads a torchvision-named state_dict and matches PyTorch's output") {
+  const auto dir = golden::data_dir() / "resnet18";
+  const tmod::Tensor x = tmod::io::load_npy(dir / "input.npy");
+  const tmod::Tensor expected = tmod::io::load_npy(dir / "output.npy");
+  models::ResNet net(10, 8);
+  net.eval();
+  const tmod::Tensor before = net(x);
+  REQUIRE(before.shape() == expected.shape());
+  // 1e-4 relative to the output's scale (logits near zero make an elementwise relative bound meaningless).
+  double scale = 0;
+  for (float v : expected.values<float>()) scale = std::max(scale, std::abs(static_cast<double>(v)));
+  REQUIRE(scale > 0.1);
+  CHECK_FALSE(golden::compare(before, expected, 1e-4, 1e-4 * scale).ok);  // random weights do not match
+
+  const tmod::IncompatibleKeys report = net.load_state_dict(torch_state_dict());  // strict
+  CHECK(report.empty());
+  CHECK(net.layer2.get<0>().downsample.get<1>().num_batches_tracked.item<std::int32_t>() == 1);
+  golden::check_close(net(x), expected, 1e-4, 1e-4 * scale, "resnet18");
+}
