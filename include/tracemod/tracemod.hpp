@@ -5,3 +5,5 @@
 #include <tracemod/core.hpp>
 #include <tracemod/functional.hpp>
 #include <tracemod/io/npy.hpp>
+#include <tracemod/nn.hpp>
+#include <tracemod/trace.hpp>

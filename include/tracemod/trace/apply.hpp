@@ -1,0 +1,271 @@
+// Recording a functional op on symbolic operands: the overload of tracemod_apply that op_base::apply
+// finds by argument-dependent lookup, with compile-time shape checks where shapes are static, and
+// the tensor operators of symbolic tensors.
+#pragma once
+
+#include <tracemod/functional/conv.hpp>
+#include <tracemod/functional/elementwise.hpp>
+#include <tracemod/functional/linalg.hpp>
+#include <tracemod/functional/tensor_methods.hpp>
+#include <tracemod/nn/parameter.hpp>
+#include <tracemod/trace/context.hpp>
+#include <tracemod/trace/node.hpp>
+
+#include <array>
+#include <span>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tracemod::trace {
+
+namespace detail {
+
+/// A list operand (concat's inputs) is a std::tuple of tensors and symbolic tensors.
+template <class T>
+inline constexpr bool is_operand_list_v = false;
+template <class... T>
+inline constexpr bool is_operand_list_v<std::tuple<T...>> = ((symbolic<T> || std::derived_from<T, Tensor>) && ...);
+
+/// A tensor that is a Parameter or Buffer of the module enters as a GetAttr; any other tensor is frozen
+/// into the graph as a Constant.
+template <class T>
+inline constexpr bool is_attribute_tensor_v = std::derived_from<T, Parameter> || std::derived_from<T, Buffer>;
+
+}  // namespace detail
+
+/// The operand a node stores for an argument (void for anything traceable_operand rejects).
+template <class A>
+auto to_operand(const A& a) {
+  if constexpr (symbolic<A> || is_constant_scalar_v<A> || std::same_as<A, none_t>) {
+    return a;
+  } else if constexpr (functional::scalar_operand<A>) {
+    return scalar_leaf{static_cast<float>(a)};
+  } else if constexpr (detail::is_attribute_tensor_v<A>) {
+    return attr_node<A>{{}, Tensor(a), detail::tensor_path(a).value_or(""), a.shape()};
+  } else if constexpr (std::derived_from<A, Tensor>) {
+    return constant_node{{}, Tensor(a), a.shape()};
+  } else if constexpr (detail::is_operand_list_v<A>) {
+    return std::apply([](const auto&... e) { return std::tuple{to_operand(e)...}; }, a);
+  }
+}
+
+template <class A>
+using operand_t = decltype(to_operand(std::declval<const A&>()));
+
+/// What a traced op accepts as an argument: symbolic tensors, tensors, numbers, tmod::none, and
+/// tuples of tensors (concat). Anything else leaves tracemod_apply out of overload resolution, so
+/// op_base::apply reports the one readable error.
+template <class A>
+concept traceable_operand = symbolic<A> || std::derived_from<A, Tensor> || functional::scalar_operand<A> ||
+                            std::same_as<A, none_t> || detail::is_operand_list_v<A>;
+
+namespace detail {
+
+/// Trace-time shape of an operand (a scalar is rank 0).
+template <class N>
+Shape runtime_shape(const N& n) {
+  if constexpr (symbolic<N>)
+    return n.shape;
+  else
+    return Shape{};
+}
+
+/// Static shape information of an operand: scalars are static rank-0; none and lists are not shapes.
+template <class N>
+struct operand_shape_info {
+  using type = dynamic_dims;
+};
+template <symbolic N>
+struct operand_shape_info<N> {
+  using type = typename N::shape_info;
+};
+template <>
+struct operand_shape_info<scalar_leaf> {
+  using type = static_dims<>;
+};
+template <std::int64_t Num, std::int64_t Den>
+struct operand_shape_info<constant_scalar<Num, Den>> {
+  using type = static_dims<>;
+};
+
+template <class N>
+using shape_info_t = typename operand_shape_info<N>::type;
+
+template <class Op, class P, class... Args>
+inline constexpr bool all_static_v = std::same_as<P, functional::no_params> && (shape_info_t<Args>::is_static && ...);
+
+/// Calls Op::infer_shape with each operand in the form its kind asks for: a Shape, a pointer to a
+/// Shape for optional tensors (null for none), a span of Shapes for lists.
+template <class Op, class P, class Tuple, std::size_t... I>
+Shape infer(const P& params, const Tuple& operands, std::index_sequence<I...>) {
+  std::array<Shape, sizeof...(I)> shapes{};
+  std::array<std::vector<Shape>, sizeof...(I)> lists{};
+  const auto arg = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+    using N = std::tuple_element_t<K, Tuple>;
+    const N& n = std::get<K>(operands);
+    if constexpr (Op::operands[K].kind == functional::operand_kind::tensor_list) {
+      std::apply([&](const auto&... e) { (lists[K].push_back(e.shape), ...); }, n);
+      return std::span<const Shape>(lists[K]);
+    } else if constexpr (Op::operands[K].kind == functional::operand_kind::optional_tensor) {
+      if constexpr (std::same_as<N, none_t>) {
+        return static_cast<const Shape*>(nullptr);
+      } else {
+        shapes[K] = n.shape;
+        return static_cast<const Shape*>(&shapes[K]);
+      }
+    } else {
+      return runtime_shape(n);
+    }
+  };
+  return Op::infer_shape(params, arg(std::integral_constant<std::size_t, I>{})...);
+}
+
+/// A static operand as Op::infer_shape takes it: the Shape, or a pointer to it for optional tensors.
+template <class Op, std::size_t K>
+constexpr auto static_operand(const Shape& s) {
+  if constexpr (Op::operands[K].kind == functional::operand_kind::optional_tensor)
+    return &s;
+  else
+    return s;
+}
+
+/// The static output shape of an op with no params whose operands all have static shapes.
+template <class Op, class... Args, std::size_t... K>
+consteval Shape static_infer(std::index_sequence<K...>) {
+  const std::array<Shape, sizeof...(Args)> shapes{shape_info_t<Args>::value...};
+  return Op::infer_shape(functional::no_params{}, static_operand<Op, K>(shapes[K])...);
+}
+
+template <class Op, class Seq>
+struct static_result;
+template <class Op, class... Args>
+struct static_result<Op, std::tuple<Args...>> {
+  static constexpr Shape shape = static_infer<Op, Args...>(std::index_sequence_for<Args...>{});
+  template <std::size_t... I>
+  static auto dims(std::index_sequence<I...>) -> static_dims<shape[I]...>;
+  using type = decltype(dims(std::make_index_sequence<shape.rank()>{}));
+};
+
+template <class Op>
+concept elementwise_binary_op = requires { typename Op::kernel_op; } && Op::operands.size() == 2;
+
+/// Some groups value makes input channels x[1] and weight (k, c/groups, r, s) agree.
+constexpr bool conv_channels_agree(const Shape& x, const Shape& w) {
+  if (x.rank() != 4 || w.rank() != 4 || w[1] == 0) return false;
+  if (x[1] % w[1] != 0) return false;
+  const std::int64_t groups = x[1] / w[1];
+  return groups > 0 && w[0] % groups == 0;
+}
+
+/// Readable compile-time errors for static shapes that no params can make work; false after such an
+/// error, so that no static output shape is computed from them (one error, not a cascade).
+template <class Op, class... Args>
+constexpr bool check_static_shapes() {
+  using ops = std::tuple<Args...>;
+  if constexpr (elementwise_binary_op<Op>) {
+    using A = shape_info_t<std::tuple_element_t<0, ops>>;
+    using B = shape_info_t<std::tuple_element_t<1, ops>>;
+    if constexpr (A::is_static && B::is_static) {
+      static_assert(broadcastable(A::value, B::value),
+                    "tmod::symbolic_trace: the static shapes of an elementwise op's operands cannot be broadcast "
+                    "together; fix the tmod::spec<...> shapes (numpy rules: trailing extents equal or 1)");
+      return broadcastable(A::value, B::value);
+    }
+  } else if constexpr (std::same_as<Op, functional::conv2d_fn>) {
+    using X = shape_info_t<std::tuple_element_t<0, ops>>;
+    using W = shape_info_t<std::tuple_element_t<1, ops>>;
+    if constexpr (X::is_static && W::is_static) {
+      static_assert(conv_channels_agree(X::value, W::value),
+                    "tmod::symbolic_trace: F::conv2d's static input channels do not match the weight's declared "
+                    "channels (input (N, C, H, W) needs weight (K, C / groups, kH, kW)); fix the spec shapes");
+      return conv_channels_agree(X::value, W::value);
+    }
+  } else if constexpr (std::same_as<Op, functional::linear_fn>) {
+    using X = shape_info_t<std::tuple_element_t<0, ops>>;
+    using W = shape_info_t<std::tuple_element_t<1, ops>>;
+    if constexpr (X::is_static && W::is_static) {
+      constexpr bool agree = W::value.rank() == 2 && X::value.rank() >= 1 && X::value.back() == W::value[1];
+      static_assert(agree,
+                    "tmod::symbolic_trace: F::linear's static input features do not match the weight's "
+                    "in_features (input (..., in) needs weight (out, in)); fix the spec shapes");
+      return agree;
+    }
+  }
+  return true;
+}
+
+template <class T>
+struct lazy_dynamic {
+  using type = dynamic_dims;
+};
+
+}  // namespace detail
+
+/// Records a call of Op on operands of which at least one is symbolic (found by op_base::apply
+/// through argument-dependent lookup).
+template <class Op, class P, traceable_operand... A>
+auto tracemod_apply(Op, const P& params, const A&... args) {
+  using operands_type = std::tuple<operand_t<A>...>;
+  constexpr bool shapes_agree = detail::check_static_shapes<Op, operand_t<A>...>();
+  using shape_info = typename std::conditional_t<shapes_agree && detail::all_static_v<Op, P, operand_t<A>...>,
+                                                 detail::static_result<Op, operands_type>,
+                                                 detail::lazy_dynamic<Op>>::type;
+  operands_type operands{to_operand(args)...};
+  Shape shape = detail::infer<Op>(params, operands, std::index_sequence_for<A...>{});
+  return op_node<Op, P, shape_info, operand_t<A>...>{{}, params, std::move(operands), shape,
+                                                      detail::next_call_id(Op::target)};
+}
+
+// Tensor operators on symbolic tensors record MegEngine's tensor methods: x + y is x.__add__(y),
+// 1 + x is x.__radd__(1), -x is x.__neg__().
+template <class A, class B>
+concept symbolic_binary_operands =
+    (symbolic<A> || symbolic<B>) && (symbolic<A> || std::derived_from<A, Tensor> || functional::scalar_operand<A>) &&
+    (symbolic<B> || std::derived_from<B, Tensor> || functional::scalar_operand<B>);
+
+#define TRACEMOD_SYMBOLIC_OPERATOR(op, method, rmethod)            \
+  template <class A, class B>                                      \
+    requires symbolic_binary_operands<A, B>                        \
+  auto operator op(const A& a, const B& b) {                       \
+    if constexpr (functional::scalar_operand<A>)                   \
+      return functional::rmethod(b, a);                            \
+    else                                                           \
+      return functional::method(a, b);                             \
+  }
+
+TRACEMOD_SYMBOLIC_OPERATOR(+, method_add, method_radd)
+TRACEMOD_SYMBOLIC_OPERATOR(-, method_sub, method_rsub)
+TRACEMOD_SYMBOLIC_OPERATOR(*, method_mul, method_rmul)
+TRACEMOD_SYMBOLIC_OPERATOR(/, method_truediv, method_rtruediv)
+
+#undef TRACEMOD_SYMBOLIC_OPERATOR
+
+template <symbolic A>
+auto operator-(const A& a) {
+  return functional::method_neg(a);
+}
+
+// Comparisons would decide control flow on values that do not exist while tracing.
+#define TRACEMOD_SYMBOLIC_COMPARISON(op)                                                                       \
+  template <class A, class B>                                                                                  \
+    requires(symbolic<A> || symbolic<B>)                                                                       \
+  bool operator op(const A&, const B&) {                                                                       \
+    static_assert(detail::always_false_v<A, B>,                                                                \
+                  "tmod::symbolic_trace: comparing a symbolic tensor has no value while tracing, so it cannot " \
+                  "decide a branch; use F::maximum/F::minimum/F::relu, or the run-time tracer for "             \
+                  "data-dependent control flow");                                                              \
+    return false;                                                                                              \
+  }
+
+TRACEMOD_SYMBOLIC_COMPARISON(<)
+TRACEMOD_SYMBOLIC_COMPARISON(>)
+TRACEMOD_SYMBOLIC_COMPARISON(<=)
+TRACEMOD_SYMBOLIC_COMPARISON(>=)
+TRACEMOD_SYMBOLIC_COMPARISON(==)
+TRACEMOD_SYMBOLIC_COMPARISON(!=)
+
+#undef TRACEMOD_SYMBOLIC_COMPARISON
+
+}  // namespace tracemod::trace
