@@ -68,24 +68,37 @@ inline std::string repr_double(double v) {
   for (char c : s.substr(0, e))
     if (c >= '0' && c <= '9') digits += c;
   const int exp10 = std::stoi(s.substr(e + 1));
+  // Built by appending: g++ 12 misreports -Wrestrict on `"literal" + std::string&&`.
   std::string out = negative ? "-" : "";
   if (exp10 >= -4 && exp10 < 16) {
     if (exp10 < 0) {
-      out += "0." + std::string(static_cast<std::size_t>(-exp10 - 1), '0') + digits;
+      out += "0.";
+      out.append(static_cast<std::size_t>(-exp10 - 1), '0');
+      out += digits;
     } else {
       const auto int_len = static_cast<std::size_t>(exp10) + 1;
       if (digits.size() <= int_len) {
-        out += digits + std::string(int_len - digits.size(), '0') + ".0";
+        out += digits;
+        out.append(int_len - digits.size(), '0');
+        out += ".0";
       } else {
-        out += digits.substr(0, int_len) + "." + digits.substr(int_len);
+        out.append(digits, 0, int_len);
+        out += '.';
+        out.append(digits, int_len);
       }
     }
     return out;
   }
-  out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  out += digits[0];
+  if (digits.size() > 1) {
+    out += '.';
+    out.append(digits, 1);
+  }
   const int mag = exp10 < 0 ? -exp10 : exp10;
-  return out + "e" + (exp10 < 0 ? "-" : "+") + (mag < 10 ? "0" : "") + std::to_string(mag);
+  out += exp10 < 0 ? "e-" : "e+";
+  if (mag < 10) out += '0';
+  out += std::to_string(mag);
+  return out;
 }
 
 }  // namespace detail
