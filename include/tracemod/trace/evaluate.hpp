@@ -10,7 +10,9 @@
 // The per-element operations are the same functors the eager kernels use, in the same order, so
 // results equal eager mode except where the compiler contracts a multiply and a following add into
 // one fused multiply-add (allowed by -ffp-contract=fast, g++'s default): then the fused result is the
-// more accurate one, within one rounding of eager mode.
+// more accurate one, within one rounding of eager mode. Under clang with -ffp-contract=fast (which
+// tracemod::native sets) contraction may also cross the inlined functors' statements, so any fused
+// result may differ from eager mode by such a rounding.
 #pragma once
 
 #include <tracemod/kernels/simd.hpp>
