@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+#include "nn/nn_test.hpp"
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,20 +52,7 @@ std::vector<std::string> names(const Named& items) {
 
 std::vector<std::string> keys(const tmod::StateDict& d) { return d.keys(); }
 
-/// The message of the module_error `f` throws (fails the test if it throws nothing or another type).
-template <class F>
-std::string module_error_of(F&& f) {
-  try {
-    f();
-  } catch (const tmod::module_error& e) {
-    return e.what();
-  } catch (...) {
-    FAIL("threw something other than tmod::module_error");
-    return {};
-  }
-  FAIL("did not throw");
-  return {};
-}
+using nn_test::module_error_of;
 
 using strings = std::vector<std::string>;
 

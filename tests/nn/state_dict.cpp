@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include "nn/nn_test.hpp"
+
 #include <string>
 #include <vector>
 
@@ -22,19 +24,7 @@ struct Net : tmod::Module {
   TM_MODULE(Net, fc, bn)
 };
 
-template <class F>
-std::string module_error_of(F&& f) {
-  try {
-    f();
-  } catch (const tmod::module_error& e) {
-    return e.what();
-  } catch (...) {
-    FAIL("threw something other than tmod::module_error");
-    return {};
-  }
-  FAIL("did not throw");
-  return {};
-}
+using nn_test::module_error_of;
 
 bool same_values(const tmod::Tensor& a, const tmod::Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
