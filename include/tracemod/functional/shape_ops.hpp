@@ -124,29 +124,25 @@ struct transpose_fn : op_base<transpose_fn> {
   static constexpr std::tuple fields{positional("pattern", &params::pattern)};
 
   static std::array<std::size_t, Shape::max_rank> permutation(const params& p, const Shape& x) {
+    // Only negative axes are checked here (they have no size_t form); transposed_shape checks the rest.
     std::array<std::size_t, Shape::max_rank> perm{};
-    std::array<bool, Shape::max_rank> seen{};
-    bool valid = p.pattern.size() == x.rank();
-    for (std::size_t i = 0; valid && i < p.pattern.size(); ++i) {
-      const std::int64_t a = p.pattern[i];
-      valid = a >= 0 && a < static_cast<std::int64_t>(x.rank()) && !seen[static_cast<std::size_t>(a)];
-      if (valid) seen[static_cast<std::size_t>(a)] = true;
-      perm[i] = static_cast<std::size_t>(a);
+    for (std::size_t i = 0; i < p.pattern.size(); ++i) {
+      if (p.pattern[i] < 0)
+        throw value_error(std::string(target) + ": pattern " + repr(p.pattern) + " is not a permutation of the axes of " +
+                          x.to_string());
+      perm[i] = static_cast<std::size_t>(p.pattern[i]);
     }
-    if (!valid)
-      throw value_error(std::string(target) + ": pattern " + repr(p.pattern) + " is not a permutation of the axes of " +
-                        x.to_string());
     return perm;
   }
   static Shape infer_shape(const params& p, const Shape& x) {
     const auto perm = permutation(p, x);
-    return kernels::transposed_shape(x, std::span<const std::size_t>(perm.data(), p.pattern.size()));
+    return kernels::transposed_shape(x, std::span<const std::size_t>(perm.data(), p.pattern.size()), target);
   }
   static Tensor eager(const params& p, const Tensor& x) {
     require_float32(target, "inp", x);
     const auto perm = permutation(p, x.shape());
     const std::span<const std::size_t> pspan(perm.data(), p.pattern.size());
-    Tensor y = Tensor::empty(kernels::transposed_shape(x.shape(), pspan));
+    Tensor y = Tensor::empty(kernels::transposed_shape(x.shape(), pspan, target));
     kernels::transpose(x.data<float>(), x.shape(), pspan, y.data<float>());
     return y;
   }
@@ -174,15 +170,7 @@ struct concat_fn : op_base<concat_fn> {
   static Shape infer_shape(const params& p, std::span<const Shape> shapes) {
     if (shapes.empty()) throw value_error(std::string(target) + ": needs at least one input");
     const std::size_t axis = normalize_axis(p.axis, shapes[0].rank(), target);
-    for (std::size_t i = 1; i < shapes.size(); ++i) {
-      bool match = shapes[i].rank() == shapes[0].rank();
-      for (std::size_t d = 0; match && d < shapes[i].rank(); ++d) match = d == axis || shapes[i][d] == shapes[0][d];
-      if (!match)
-        throw shape_error(std::string(target) + ": input " + std::to_string(i) + " has shape " + shapes[i].to_string() +
-                          " but input 0 has " + shapes[0].to_string() + "; shapes must match except along axis " +
-                          std::to_string(axis));
-    }
-    return kernels::concat_shape(shapes.data(), shapes.size(), axis);
+    return kernels::concat_shape(shapes.data(), shapes.size(), axis, target);
   }
   static Tensor eager(const params& p, std::span<const Tensor> inps) {
     std::vector<Shape> shapes;

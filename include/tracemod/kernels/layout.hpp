@@ -11,12 +11,14 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace tracemod::kernels {
 
 /// Output shape of transposing `in` by `perm` (output axis i is input axis perm[i], as in
-/// PyTorch's permute). Throws value_error unless perm is a permutation of 0 .. rank - 1.
-[[nodiscard]] inline Shape transposed_shape(const Shape& in, std::span<const std::size_t> perm) {
+/// PyTorch's permute). Throws value_error, naming `op`, unless perm is a permutation of 0 .. rank - 1.
+[[nodiscard]] inline Shape transposed_shape(const Shape& in, std::span<const std::size_t> perm,
+                                            std::string_view op = "transpose") {
   std::array<bool, Shape::max_rank> seen{};
   bool valid = perm.size() == in.rank();
   for (std::size_t i = 0; valid && i < perm.size(); ++i) {
@@ -26,7 +28,7 @@ namespace tracemod::kernels {
   if (!valid) {
     std::string p = "(";
     for (std::size_t i = 0; i < perm.size(); ++i) p += (i ? ", " : "") + std::to_string(perm[i]);
-    throw value_error("transpose: " + p + ") is not a permutation of the axes of shape " + in.to_string());
+    throw value_error(std::string(op) + ": " + p + ") is not a permutation of the axes of shape " + in.to_string());
   }
   Shape out;
   for (std::size_t d : perm) out.push_back(in[d]);
@@ -44,12 +46,14 @@ inline void transpose(const float* x, const Shape& in_shape, std::span<const std
 }
 
 /// Output shape of concatenating shapes[0, count) along `axis`. Throws value_error for no inputs
-/// or an axis out of range, shape_error when ranks differ or extents differ off the axis.
-[[nodiscard]] inline Shape concat_shape(const Shape* shapes, std::size_t count, std::size_t axis) {
-  if (count == 0) throw value_error("concat: needs at least one input");
+/// or an axis out of range, shape_error when ranks differ or extents differ off the axis; the
+/// messages name `op`.
+[[nodiscard]] inline Shape concat_shape(const Shape* shapes, std::size_t count, std::size_t axis,
+                                        std::string_view op = "concat") {
+  if (count == 0) throw value_error(std::string(op) + ": needs at least one input");
   const Shape& first = shapes[0];
   if (axis >= first.rank())
-    throw value_error("concat: axis " + std::to_string(axis) + " is out of range for inputs of rank " +
+    throw value_error(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for inputs of rank " +
                       std::to_string(first.rank()) + " (input 0 has shape " + first.to_string() + ")");
   Shape out = first;
   for (std::size_t i = 1; i < count; ++i) {
@@ -57,7 +61,7 @@ inline void transpose(const float* x, const Shape& in_shape, std::span<const std
     bool match = s.rank() == first.rank();
     for (std::size_t d = 0; match && d < s.rank(); ++d) match = d == axis || s[d] == first[d];
     if (!match)
-      throw shape_error("concat: input " + std::to_string(i) + " has shape " + s.to_string() + " but input 0 has " +
+      throw shape_error(std::string(op) + ": input " + std::to_string(i) + " has shape " + s.to_string() + " but input 0 has " +
                         first.to_string() + "; shapes must match except along axis " + std::to_string(axis));
     out[axis] += s[axis];
   }

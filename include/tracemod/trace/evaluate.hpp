@@ -183,7 +183,7 @@ struct eval_frame {
 };
 
 template <class N>
-std::vector<Tensor> evaluate_call(const N& n, eval_frame& f);
+const std::vector<Tensor>& evaluate_call(const N& n, eval_frame& f);
 
 /// The tensor a node stands for.
 template <class N>
@@ -297,8 +297,10 @@ std::vector<Tensor> compute_call(const N& n, eval_frame& f) {
   }
 }
 
+/// The results of call n, computed on first use. The slot is a stable reference: results is sized
+/// once, before evaluation starts.
 template <class N>
-std::vector<Tensor> evaluate_call(const N& n, eval_frame& f) {
+const std::vector<Tensor>& evaluate_call(const N& n, eval_frame& f) {
   std::vector<Tensor>& slot = f.results[n.id];
   if (slot.empty()) slot = compute_call(n, f);
   return slot;

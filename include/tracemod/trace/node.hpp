@@ -36,8 +36,7 @@ namespace tracemod::trace {
 enum class node_kind : std::uint8_t { input, get_attr, constant, call_function, call_method, call_module, output };
 
 namespace detail {
-template <class...>
-inline constexpr bool always_false_v = false;
+using functional::detail::always_false_v;
 
 template <class T>
 inline constexpr bool is_tuple_v = false;
