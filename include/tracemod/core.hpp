@@ -10,3 +10,4 @@
 #include <tracemod/core/random.hpp>
 #include <tracemod/core/shape.hpp>
 #include <tracemod/core/tensor.hpp>
+#include <tracemod/core/value.hpp>

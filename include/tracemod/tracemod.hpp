@@ -7,3 +7,4 @@
 #include <tracemod/io/npy.hpp>
 #include <tracemod/nn.hpp>
 #include <tracemod/trace.hpp>
+#include <tracemod/traced_module.hpp>

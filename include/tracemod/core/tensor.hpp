@@ -105,6 +105,8 @@ class Tensor {
     return t;
   }
 
+  /// Identifies the buffer (equal for tensors that share it); null for an undefined tensor.
+  [[nodiscard]] const void* storage_id() const noexcept { return storage_.get(); }
   [[nodiscard]] bool shares_storage_with(const Tensor& other) const noexcept {
     return storage_ != nullptr && storage_ == other.storage_;
   }

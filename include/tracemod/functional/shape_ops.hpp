@@ -21,6 +21,7 @@ struct flatten_params {
 struct flatten_fn : op_base<flatten_fn> {
   static constexpr std::string_view name = "flatten";
   static constexpr std::string_view target = "tensor.flatten";
+  static constexpr bool any_dtype = true;  // a view moves no data, so any dtype passes through
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = flatten_params;
@@ -62,6 +63,7 @@ struct reshape_params {
 struct reshape_fn : op_base<reshape_fn> {
   static constexpr std::string_view name = "reshape";
   static constexpr std::string_view target = "tensor.reshape";
+  static constexpr bool any_dtype = true;  // a view moves no data, so any dtype passes through
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = reshape_params;

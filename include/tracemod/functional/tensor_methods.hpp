@@ -54,6 +54,55 @@ TRACEMOD_DEFINE_TENSOR_METHOD(method_rtruediv, "__rtruediv__", div_op, true)
 
 #undef TRACEMOD_DEFINE_TENSOR_METHOD
 
+/// self OP= other as a graph records it (`x += y` is `x.__iadd__(y, )`): the result keeps self's
+/// shape (other broadcasts into self, never self into other). In a graph it produces a new value,
+/// so the interpreter never writes into a tensor that another expr or the caller still holds.
+template <class Derived, class KernelOp>
+struct tensor_inplace_method : op_base<Derived> {
+  using kernel_op = KernelOp;
+  using params = no_params;
+  static constexpr std::array operands{operand{"self", operand_kind::tensor},
+                                       operand{"other", operand_kind::tensor_or_scalar}};
+  static constexpr std::tuple<> fields{};
+
+  static constexpr Shape infer_shape(const params&, const Shape& self, const Shape& other) {
+    if (broadcast_shapes(self, other, Derived::target) != self)
+      throw shape_error(std::string(Derived::target) + ": in-place result must keep shape " + self.to_string() +
+                        ", but broadcasting with " + other.to_string() + " changes it");
+    return self;
+  }
+
+  template <class S, class O>
+  static Tensor eager(const params& p, const S& self, const O& other) {
+    if constexpr (!scalar_operand<O>) {
+      require_float32(Derived::target, "self", self);
+      require_float32(Derived::target, "other", other);
+      static_cast<void>(infer_shape(p, self.shape(), other.shape()));
+    }
+    return detail::eager_binary<Derived, KernelOp>(self, other);
+  }
+
+  template <class S, class O>
+  decltype(auto) operator()(const S& self, const O& other) const {
+    return op_base<Derived>::apply(params{}, self, other);
+  }
+};
+
+#define TRACEMOD_DEFINE_INPLACE_METHOD(op_name, method_name, kernel)                    \
+  struct op_name##_fn : tensor_inplace_method<op_name##_fn, kernels::kernel> {         \
+    static constexpr std::string_view name = method_name;                              \
+    static constexpr std::string_view target = method_name;                            \
+    static constexpr call_kind kind = call_kind::method;                               \
+  };                                                                                    \
+  inline constexpr op_name##_fn op_name{};
+
+TRACEMOD_DEFINE_INPLACE_METHOD(method_iadd, "__iadd__", add_op)
+TRACEMOD_DEFINE_INPLACE_METHOD(method_isub, "__isub__", sub_op)
+TRACEMOD_DEFINE_INPLACE_METHOD(method_imul, "__imul__", mul_op)
+TRACEMOD_DEFINE_INPLACE_METHOD(method_itruediv, "__itruediv__", div_op)
+
+#undef TRACEMOD_DEFINE_INPLACE_METHOD
+
 /// -self
 struct method_neg_fn : unary_op<method_neg_fn, kernels::neg_op> {
   static constexpr std::string_view name = "__neg__";

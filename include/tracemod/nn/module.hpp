@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -95,6 +96,14 @@ class Module {
   [[nodiscard]] virtual bool is_builtin() const noexcept = 0;
   /// The hyper-parameters shown by repr(), as PyTorch's extra_repr: "3, 64, kernel_size=(7, 7)".
   [[nodiscard]] virtual std::string extra_repr() const { return {}; }
+
+  /// Runs a builtin module's forward on tensors (the runtime graph's interpreter calls builtin
+  /// modules this way); throws module_error for a user module or a wrong number of inputs.
+  [[nodiscard]] Tensor call_erased(std::span<const Tensor> inputs) const { return tracemod_call_erased_(inputs); }
+  /// The output shape of call_erased for inputs of these shapes (throws like the call would).
+  [[nodiscard]] Shape infer_shape_erased(std::span<const Shape> inputs) const {
+    return tracemod_infer_shape_erased_(inputs);
+  }
 
   // ---- training mode -------------------------------------------------------------------------
 
@@ -182,6 +191,12 @@ class Module {
                   "tmod::Module::setattr: the module's class must declare TM_MODULE(Class, ...) itself");
     set_module(path, std::make_unique<T>(std::forward<M>(module)));
   }
+  /// Adds or replaces a child module given as an owning pointer (any module class; the runtime
+  /// graph's surgery and trace_module build module trees this way).
+  void setattr(std::string_view path, std::unique_ptr<Module> module) {
+    if (module == nullptr) throw module_error("setattr('" + std::string(path) + "'): the module is null");
+    set_module(path, std::move(module));
+  }
   /// Adds or rebinds a tensor attribute. A plain Tensor becomes a buffer (MegEngine's rule: every
   /// tensor attribute that is not a Parameter is a buffer); a reflected member keeps its kind.
   void setattr(std::string_view path, const Parameter& p) { set_tensor(path, member_kind::parameter, p); }
@@ -227,6 +242,13 @@ class Module {
   [[nodiscard]] virtual std::unique_ptr<Module> tracemod_copy_() const = 0;
   /// Move-assigns `source`, whose dynamic type is this object's, to the most-derived object.
   virtual void tracemod_assign_(Module&& source) = 0;
+  /// Behind call_erased / infer_shape_erased (generated for builtin modules).
+  [[nodiscard]] virtual Tensor tracemod_call_erased_(std::span<const Tensor>) const {
+    throw module_error(std::string(type_name()) + " is not a builtin module: its forward is traced, not called erased");
+  }
+  [[nodiscard]] virtual Shape tracemod_infer_shape_erased_(std::span<const Shape>) const {
+    throw module_error(std::string(type_name()) + " is not a builtin module: it has no shape inference of its own");
+  }
 
  private:
   friend struct detail::module_access;
@@ -422,6 +444,7 @@ namespace detail {
 struct module_access {
   static std::unique_ptr<Module> copy(const Module& m) { return m.tracemod_copy_(); }
   static void detach_tensors(Module& m) { m.detach_tensors(); }
+  static void set_training_flag(Module& m, bool training) { m.training_ = training; }
 };
 
 inline module_box::module_box(const module_box& other) : ptr_(module_access::copy(*other.ptr_)) {}

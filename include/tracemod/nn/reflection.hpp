@@ -40,6 +40,7 @@
 #include <concepts>
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -212,6 +213,37 @@ void assign_module(Class& self, Module&& source) {
     throw module_error(std::string(Class::tracemod_type_name) + " is not assignable, so setattr cannot replace it");
 }
 
+/// A builtin module's forward on 1 or 2 tensors, chosen at run time from the input count.
+template <class Class>
+Tensor call_erased(const Class& self, std::span<const Tensor> in) {
+  if constexpr (Class::builtin) {
+    if (in.size() == 1) {
+      if constexpr (requires { self.forward(in[0]); }) return self.forward(in[0]);
+    } else if (in.size() == 2) {
+      if constexpr (requires { self.forward(in[0], in[1]); }) return self.forward(in[0], in[1]);
+    }
+    throw module_error(std::string(Class::tracemod_type_name) + ": forward does not take " + std::to_string(in.size()) +
+                       " tensor" + (in.size() == 1 ? "" : "s"));
+  } else {
+    throw module_error(std::string(Class::tracemod_type_name) + " is not a builtin module: its forward is traced");
+  }
+}
+
+template <class Class>
+Shape infer_shape_erased(const Class& self, std::span<const Shape> in) {
+  if constexpr (Class::builtin) {
+    if (in.size() == 1) {
+      if constexpr (requires { self.infer_shape(in[0]); }) return self.infer_shape(in[0]);
+    } else if (in.size() == 2) {
+      if constexpr (requires { self.infer_shape(in[0], in[1]); }) return self.infer_shape(in[0], in[1]);
+    }
+    throw module_error(std::string(Class::tracemod_type_name) + ": forward does not take " + std::to_string(in.size()) +
+                       " tensor" + (in.size() == 1 ? "" : "s"));
+  } else {
+    throw module_error(std::string(Class::tracemod_type_name) + " is not a builtin module: it has no shape inference");
+  }
+}
+
 template <class Self, class Class>
 Self clone_as(const Class& self) {
   static_assert(std::is_copy_constructible_v<Self>, "tmod::Module::clone: the module class must be copy-constructible");
@@ -246,6 +278,14 @@ Self clone_as(const Class& self) {
   }                                                                                                  \
   void tracemod_assign_(::tracemod::Module&& tracemod_source) override {                             \
     ::tracemod::detail::assign_module<Class>(*this, ::std::move(tracemod_source));                   \
+  }                                                                                                  \
+  [[nodiscard]] ::tracemod::Tensor tracemod_call_erased_(::std::span<const ::tracemod::Tensor> tracemod_in) \
+      const override {                                                                               \
+    return ::tracemod::detail::call_erased<Class>(*this, tracemod_in);                               \
+  }                                                                                                  \
+  [[nodiscard]] ::tracemod::Shape tracemod_infer_shape_erased_(                                      \
+      ::std::span<const ::tracemod::Shape> tracemod_in) const override {                             \
+    return ::tracemod::detail::infer_shape_erased<Class>(*this, tracemod_in);                        \
   }                                                                                                  \
                                                                                                      \
  public:

@@ -1,0 +1,268 @@
+// The op registry: every functional op, type-erased, found by the target a graph prints
+// ("nn.relu", "__add__", "tensor.reshape"). Each entry is generated from the op's definition
+// (operands, fields, infer_shape, eager), so no op is written twice; user functions made builtin
+// with tmod::wrap join the same table. The runtime graph's recorder, interpreter, printer and
+// serializer reach ops only through it.
+#pragma once
+
+#include <tracemod/core/value.hpp>
+#include <tracemod/functional.hpp>
+#include <tracemod/functional/param_value.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tracemod::functional {
+
+/// An operand of a type-erased call: a tensor, a number (for tensor_or_scalar), None (for optional
+/// tensors) or a list of tensors (tensor_list). Pointers refer to the caller's values.
+struct erased_operand {
+  enum class kind : std::uint8_t { tensor, scalar, none, list };
+  kind k = kind::none;
+  const Tensor* tensor = nullptr;
+  double scalar = 0.0;
+  std::span<const Tensor> list{};
+};
+
+/// The shape of an operand of a type-erased shape inference (a scalar is rank 0).
+struct erased_shape {
+  erased_operand::kind k = erased_operand::kind::none;
+  Shape shape{};
+  std::span<const Shape> list{};
+};
+
+/// A non-tensor parameter as the registry describes it.
+struct param_spec {
+  std::string name;
+  bool keyword_only = false;
+  Value default_value;
+};
+
+/// The params of one call, in the op's own params type, behind a type-erased pointer.
+using erased_params = std::shared_ptr<const void>;
+
+/// One op, type-erased.
+struct op_entry {
+  std::string name;    ///< auto-naming base: relu -> relu_out
+  std::string target;  ///< what a graph prints: nn.relu, __add__, tensor.flatten
+  call_kind kind = call_kind::function;
+  std::vector<operand> operands;
+  std::vector<param_spec> params;  ///< canonical order: positional, then keyword-only
+  bool elementwise = false;        ///< one output element per input element (fusable)
+  /// Builds the params object from values in canonical order; throws value_error naming the op.
+  std::function<erased_params(std::span<const Value>)> make_params;
+  /// Runs the eager kernel.
+  std::function<Tensor(const void* params, std::span<const erased_operand>)> call;
+  /// The output shape (throws shape_error like the eager call would).
+  std::function<Shape(const void* params, std::span<const erased_shape>)> infer_shape;
+  /// The output dtype given the operands' (float32 unless the op keeps its input's dtype).
+  std::function<DType(std::span<const DType>)> infer_dtype;
+
+  /// Number of positional params.
+  [[nodiscard]] std::size_t positional_param_count() const noexcept {
+    return static_cast<std::size_t>(
+        std::count_if(params.begin(), params.end(), [](const param_spec& p) { return !p.keyword_only; }));
+  }
+};
+
+namespace detail {
+
+template <class Op>
+concept keeps_input_dtype = requires { requires Op::any_dtype; };
+
+[[noreturn]] inline void bad_operand(std::string_view op, std::string_view operand, std::string_view expected) {
+  throw value_error(std::string(op) + ": operand '" + std::string(operand) + "' must be " + std::string(expected));
+}
+
+/// Calls Op::eager with each erased operand turned into the C++ type its kind asks for.
+template <class Op, std::size_t K, class... Done>
+Tensor erased_eager(const typename Op::params& p, std::span<const erased_operand> ops, const Done&... done) {
+  if constexpr (K == Op::operands.size()) {
+    if constexpr ((scalar_operand<Done> && ...))
+      throw value_error(std::string(Op::target) + ": needs at least one tensor operand");
+    else
+      return Op::eager(p, done...);
+  } else {
+    constexpr operand_kind kind = Op::operands[K].kind;
+    constexpr std::string_view name = Op::operands[K].name;
+    const erased_operand& o = ops[K];
+    using k = erased_operand::kind;
+    if constexpr (kind == operand_kind::tensor_list) {
+      if (o.k != k::list) bad_operand(Op::target, name, "a list of tensors");
+      return erased_eager<Op, K + 1>(p, ops, done..., std::vector<Tensor>(o.list.begin(), o.list.end()));
+    } else {
+      if (o.k == k::tensor) return erased_eager<Op, K + 1>(p, ops, done..., *o.tensor);
+      if constexpr (kind == operand_kind::optional_tensor) {
+        if (o.k == k::none) return erased_eager<Op, K + 1>(p, ops, done..., none);
+        bad_operand(Op::target, name, "a tensor or None");
+      } else if constexpr (kind == operand_kind::tensor_or_scalar) {
+        if (o.k == k::scalar) return erased_eager<Op, K + 1>(p, ops, done..., static_cast<float>(o.scalar));
+        bad_operand(Op::target, name, "a tensor or a number");
+      } else {
+        bad_operand(Op::target, name, "a tensor");
+      }
+    }
+  }
+}
+
+/// Calls Op::infer_shape with each erased shape in the form its operand kind asks for.
+template <class Op, std::size_t... I>
+Shape erased_infer(const typename Op::params& p, std::span<const erased_shape> shapes, std::index_sequence<I...>) {
+  using k = erased_operand::kind;
+  const auto arg = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+    constexpr operand_kind kind = Op::operands[K].kind;
+    const erased_shape& s = shapes[K];
+    if constexpr (kind == operand_kind::tensor_list) {
+      if (s.k != k::list) bad_operand(Op::target, Op::operands[K].name, "a list of tensors");
+      return s.list;
+    } else if constexpr (kind == operand_kind::optional_tensor) {
+      if (s.k == k::scalar || s.k == k::list) bad_operand(Op::target, Op::operands[K].name, "a tensor or None");
+      return s.k == k::none ? static_cast<const Shape*>(nullptr) : &s.shape;
+    } else {
+      if (s.k == k::none || s.k == k::list || (s.k == k::scalar && kind != operand_kind::tensor_or_scalar))
+        bad_operand(Op::target, Op::operands[K].name,
+                    kind == operand_kind::tensor ? "a tensor" : "a tensor or a number");
+      return s.shape;
+    }
+  };
+  return Op::infer_shape(p, arg(std::integral_constant<std::size_t, I>{})...);
+}
+
+template <class Op>
+op_entry make_entry() {
+  using P = typename Op::params;
+  op_entry e;
+  e.name = std::string(Op::name);
+  e.target = std::string(Op::target);
+  e.kind = Op::kind;
+  e.operands.assign(Op::operands.begin(), Op::operands.end());
+  for_each_param<Op>(P{}, [&](std::string_view name, const auto& value, bool keyword_only) {
+    e.params.push_back(param_spec{std::string(name), keyword_only, to_value(value)});
+  });
+  e.elementwise = requires { typename Op::kernel_op; };
+  e.make_params = [](std::span<const Value> values) -> erased_params {
+    constexpr std::size_t n = param_count_v<Op>;
+    if (values.size() != n)
+      throw value_error(std::string(Op::target) + ": expected " + std::to_string(n) + " parameters, got " +
+                        std::to_string(values.size()));
+    auto p = std::make_shared<P>();
+    std::size_t i = 0;
+    std::apply(
+        [&](const auto&... fl) {
+          ((p.get()->*(fl.member) = from_value<std::remove_cvref_t<decltype(p.get()->*(fl.member))>>(
+                values[i++], Op::target, fl.name)),
+           ...);
+        },
+        Op::fields);
+    return p;
+  };
+  e.call = [](const void* params, std::span<const erased_operand> ops) -> Tensor {
+    if (ops.size() != Op::operands.size())
+      throw value_error(std::string(Op::target) + ": expected " + std::to_string(Op::operands.size()) +
+                        " operands, got " + std::to_string(ops.size()));
+    return erased_eager<Op, 0>(*static_cast<const P*>(params), ops);
+  };
+  e.infer_shape = [](const void* params, std::span<const erased_shape> shapes) -> Shape {
+    if (shapes.size() != Op::operands.size())
+      throw value_error(std::string(Op::target) + ": expected " + std::to_string(Op::operands.size()) +
+                        " operands, got " + std::to_string(shapes.size()));
+    return erased_infer<Op>(*static_cast<const P*>(params), shapes, std::make_index_sequence<Op::operands.size()>{});
+  };
+  e.infer_dtype = [](std::span<const DType> dtypes) {
+    if constexpr (keeps_input_dtype<Op>)
+      return dtypes.empty() ? DType::float32 : dtypes.front();
+    else
+      return DType::float32;
+  };
+  return e;
+}
+
+template <class... Ops>
+std::vector<op_entry> make_entries() {
+  std::vector<op_entry> v;
+  (v.push_back(make_entry<Ops>()), ...);
+  return v;
+}
+
+}  // namespace detail
+
+/// Every builtin op, found by printed target. Thread-safe; entries are never removed, so references
+/// stay valid for the program's life.
+class op_registry {
+ public:
+  static op_registry& instance() {
+    static op_registry* r = new op_registry;  // never destroyed: entries outlive every static graph
+    return *r;
+  }
+
+  /// The entry for a target, or nullptr.
+  [[nodiscard]] const op_entry* find(std::string_view target) const {
+    const std::lock_guard lock(mutex_);
+    for (const auto& e : entries_)
+      if (e->target == target) return e.get();
+    return nullptr;
+  }
+  /// The entry for a target; throws value_error listing the known targets.
+  [[nodiscard]] const op_entry& at(std::string_view target) const {
+    if (const op_entry* e = find(target)) return *e;
+    throw value_error("unknown op '" + std::string(target) + "' (known: " + known() + ")");
+  }
+  /// Adds an entry (tmod::wrap); throws value_error if the target is taken.
+  const op_entry& add(op_entry e) {
+    const std::lock_guard lock(mutex_);
+    for (const auto& x : entries_)
+      if (x->target == e.target) throw value_error("op '" + e.target + "' is already registered");
+    entries_.push_back(std::make_unique<op_entry>(std::move(e)));
+    return *entries_.back();
+  }
+  /// "nn.relu, __add__, ...".
+  [[nodiscard]] std::string known() const {
+    const std::lock_guard lock(mutex_);
+    std::string s;
+    for (const auto& e : entries_) s += (s.empty() ? "" : ", ") + e->target;
+    return s;
+  }
+  [[nodiscard]] std::vector<const op_entry*> entries() const {
+    const std::lock_guard lock(mutex_);
+    std::vector<const op_entry*> v;
+    for (const auto& e : entries_) v.push_back(e.get());
+    return v;
+  }
+
+ private:
+  op_registry() {
+    for (op_entry& e : detail::make_entries<
+             relu_fn, relu6_fn, sigmoid_fn, neg_fn, exp_fn, tanh_fn, add_fn, sub_fn, mul_fn, div_fn, minimum_fn,
+             maximum_fn, method_add_fn, method_radd_fn, method_sub_fn, method_rsub_fn, method_mul_fn, method_rmul_fn,
+             method_truediv_fn, method_rtruediv_fn, method_iadd_fn, method_isub_fn, method_imul_fn,
+             method_itruediv_fn, method_neg_fn, conv2d_fn, matmul_fn, linear_fn, batch_norm_fn, max_pool2d_fn,
+             avg_pool2d_fn, adaptive_avg_pool2d_fn, flatten_fn, reshape_fn, transpose_fn, concat_fn, softmax_fn>())
+      entries_.push_back(std::make_unique<op_entry>(std::move(e)));
+  }
+
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<op_entry>> entries_;
+};
+
+/// The registry entry of op type Op (looked up once).
+template <class Op>
+const op_entry& entry_of() {
+  static const op_entry& e = op_registry::instance().at(Op::target);
+  return e;
+}
+template <class Op>
+const op_entry& entry_of(const Op&) {
+  return entry_of<Op>();
+}
+
+}  // namespace tracemod::functional

@@ -1,0 +1,128 @@
+// Exprs of the runtime graph (MegEngine's Expr kinds): Input, GetAttr, CallMethod, CallFunction and
+// Constant. An expr consumes nodes (its inputs, in argument order) and owns the nodes it produces.
+// A call keeps its arguments in canonical form: positional arguments (operands, then positional
+// params with defaults filled in) and keyword-only params, each a node, a list of nodes or a
+// constant Value.
+#pragma once
+
+#include <tracemod/core/value.hpp>
+#include <tracemod/functional/registry.hpp>
+#include <tracemod/graph/node.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace tracemod::graph {
+
+enum class ExprKind : std::uint8_t { input, get_attr, call_method, call_function, constant };
+
+/// What a node holds while a graph runs: a value (usually a tensor) or a module.
+using NodeValue = std::variant<Value, const Module*>;
+
+/// One argument of a call as the user sees it: a node, a list of nodes, or a constant.
+using CallArg = std::variant<Node*, std::vector<Node*>, Value>;
+
+class Expr {
+ public:
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  ~Expr();
+
+  [[nodiscard]] ExprKind kind() const noexcept { return kind_; }
+  [[nodiscard]] std::int64_t id() const noexcept { return id_; }
+  [[nodiscard]] Graph* top_graph() const noexcept { return graph_; }
+  [[nodiscard]] const std::vector<Node*>& inputs() const noexcept { return inputs_; }
+  [[nodiscard]] std::vector<Node*> outputs() const {
+    std::vector<Node*> v;
+    v.reserve(outputs_.size());
+    for (const auto& n : outputs_) v.push_back(n.get());
+    return v;
+  }
+  [[nodiscard]] Node* output(std::size_t i = 0) const { return outputs_.at(i).get(); }
+  [[nodiscard]] std::size_t output_count() const noexcept { return outputs_.size(); }
+
+  /// Module calls and tensor methods (CallMethod), functional ops (CallFunction).
+  [[nodiscard]] bool is_call() const noexcept {
+    return kind_ == ExprKind::call_method || kind_ == ExprKind::call_function;
+  }
+  /// A call of a module (`conv1(x, )`), as opposed to a tensor method.
+  [[nodiscard]] bool is_module_call() const noexcept { return kind_ == ExprKind::call_method && op_ == nullptr; }
+  /// The op of a CallFunction or tensor-method CallMethod (from the op registry); null otherwise.
+  [[nodiscard]] const functional::op_entry* op() const noexcept { return op_; }
+  /// The printed target: "nn.relu", "__add__", "__call__" for module calls; the dotted attribute
+  /// path of a GetAttr; the input name of an Input; the name of a Constant (usually empty).
+  [[nodiscard]] const std::string& target() const noexcept { return target_; }
+  /// GetAttr: the dotted attribute path, relative to its input module.
+  [[nodiscard]] const std::string& name() const noexcept { return target_; }
+
+  /// Positional arguments; for a CallMethod the first is the receiver (the tensor, or the module).
+  [[nodiscard]] std::vector<CallArg> args() const;
+  /// Keyword-only arguments, sorted by name.
+  [[nodiscard]] std::vector<std::pair<std::string, CallArg>> kwargs() const;
+  /// Every argument by parameter name, positional first (defaults filled in), then keyword-only.
+  /// Module calls name their arguments by position ("0", "1", ...): C++ has no parameter names.
+  [[nodiscard]] std::vector<std::pair<std::string, CallArg>> named_args() const;
+  /// The constant (non-node) arguments with their positions in args() then kwargs().
+  [[nodiscard]] std::vector<std::pair<std::size_t, Value>> const_val() const;
+
+  /// Constant: the value (a tensor), or null module.
+  [[nodiscard]] const Tensor& const_tensor() const noexcept { return const_tensor_; }
+  [[nodiscard]] const Module* const_module() const noexcept { return const_module_.get(); }
+
+  /// The callee sub-graph of a call of a user (traced) module for this call's arguments; null for
+  /// builtin modules, tensor methods and functions.
+  [[nodiscard]] Graph* graph() const;
+  /// The signature that selects the callee's graph: argument kinds and constant values,
+  /// e.g. "(Tensor, 1)".
+  [[nodiscard]] const std::string& call_signature() const noexcept { return signature_; }
+
+  /// Runs this expr on values for its inputs (in inputs() order); returns one value per output.
+  [[nodiscard]] std::vector<NodeValue> interpret(std::span<const NodeValue> inputs) const;
+
+  /// Re-points the first use of `old_node` to `new_node` (same kind, same graph, produced before
+  /// this expr); throws graph_error otherwise.
+  void replace_inputs(Node* old_node, Node* new_node);
+
+ private:
+  friend class Graph;
+  friend class ExecutionPlan;
+  friend struct expr_access;
+
+  /// How an argument is rebuilt from inputs_ and constants.
+  struct Slot {
+    enum class Kind : std::uint8_t { node, node_list, constant } kind = Kind::constant;
+    std::vector<std::size_t> inputs;  // indices into inputs_
+    Value value;                      // kind == constant
+  };
+
+  Expr(ExprKind k, Graph* g) : kind_(k), graph_(g) {}
+
+  CallArg materialize(const Slot& s) const;
+  void add_input(Node* n);
+  Node* add_output(std::unique_ptr<Node> n);
+  /// The params of an op call, built from the constant slots (cached).
+  const void* op_params() const;
+  void invalidate_params() { params_.reset(); }
+
+  ExprKind kind_;
+  Graph* graph_;
+  std::int64_t id_ = -1;
+  std::vector<Node*> inputs_;
+  std::vector<std::unique_ptr<Node>> outputs_;
+  const functional::op_entry* op_ = nullptr;
+  std::string target_;
+  std::vector<Slot> args_;
+  std::vector<std::pair<std::string, Slot>> kwargs_;  // canonical (definition) order
+  std::string signature_;
+  Tensor const_tensor_;
+  std::shared_ptr<const Module> const_module_;
+  mutable functional::erased_params params_;
+};
+
+}  // namespace tracemod::graph

@@ -1,0 +1,361 @@
+// The interpreter: how a graph runs (beside graph.hpp's what). The first run of a graph compiles an
+// execution plan: one step per expr with its op resolved and its params built once, a value slot per
+// node, and for every slot the step after which nobody reads it, so each value is freed right after
+// its last use. Any change to the graph drops the plan. Values reach ops as pointers into the slots:
+// running a plan allocates nothing but the op results.
+#pragma once
+
+#include <tracemod/core/error.hpp>
+#include <tracemod/graph/graph.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace tracemod::graph {
+
+/// Observers of one run of a top graph: values of watched nodes are reported as they are computed;
+/// the run stops as soon as every end node has a value.
+struct RunHooks {
+  std::vector<const Node*> watch;
+  std::function<void(const Node*, const NodeValue&)> on_watch;
+  std::vector<const Node*> end;
+  std::vector<NodeValue>* end_values = nullptr;  // filled in `end` order
+};
+
+namespace detail {
+
+[[noreturn]] inline void fail_at(const Expr& e, const std::string& why) {
+  throw graph_error("%" + std::to_string(e.id()) + " (" + e.target() + "): " + why);
+}
+
+/// Runs a call of a module: a traced module runs the graph for the call's signature, a builtin one
+/// its forward. Returns one value per output of `e`.
+inline std::vector<NodeValue> call_module(const Expr& e, const Module* m, std::span<const NodeValue> args) {
+  if (m == nullptr) fail_at(e, "the called module is missing");
+  std::vector<NodeValue> out;
+  if (const auto* holder = dynamic_cast<const GraphHolder*>(m)) {
+    const Graph* sub = holder->graph_for(e.call_signature());
+    if (sub == nullptr)
+      fail_at(e, "module '" + e.inputs()[0]->name() + "' has no graph for the call signature " + e.call_signature());
+    out = sub->run(*m, args);
+  } else {
+    std::vector<Tensor> tensors;
+    tensors.reserve(args.size());
+    for (const NodeValue& a : args) {
+      const Value* v = std::get_if<Value>(&a);
+      if (v == nullptr || !v->is_tensor()) fail_at(e, "a builtin module takes tensors only");
+      tensors.push_back(v->tensor());
+    }
+    out.emplace_back(Value(m->call_erased(tensors)));
+  }
+  if (out.size() != e.output_count())
+    fail_at(e, "the callee returned " + std::to_string(out.size()) + " values for " + std::to_string(e.output_count()) +
+                   " outputs");
+  return out;
+}
+
+}  // namespace detail
+
+class ExecutionPlan {
+ public:
+  explicit ExecutionPlan(const Graph& g) : graph_(g) {
+    std::unordered_map<const Node*, std::uint32_t> slot_of;
+    const auto slot = [&](const Node* n) {
+      const auto [it, fresh] = slot_of.emplace(n, static_cast<std::uint32_t>(slot_of.size()));
+      return it->second;
+    };
+    for (const auto& in : g.inputs_) inputs_.push_back(slot(in->output()));
+    for (const auto& up : g.exprs_) {
+      const Expr& e = *up;
+      Step s;
+      s.expr = &e;
+      s.kind = e.kind();
+      for (const Node* n : e.inputs()) s.in.push_back(slot(n));
+      for (std::size_t i = 0; i < e.output_count(); ++i) s.out.push_back(slot(e.output(i)));
+      if (e.op() != nullptr) {
+        s.op = e.op();
+        s.params = e.op_params();
+        for (const Expr::Slot& a : e.args_) {
+          if (s.operands.size() == s.op->operands.size()) break;
+          Operand o;
+          if (a.kind == Expr::Slot::Kind::node) {
+            o.kind = functional::erased_operand::kind::tensor;
+            o.slot = s.in[a.inputs.front()];
+          } else if (a.kind == Expr::Slot::Kind::node_list) {
+            o.kind = functional::erased_operand::kind::list;
+            for (std::size_t i : a.inputs) o.list.push_back(s.in[i]);
+          } else if (a.value.is_none()) {
+            o.kind = functional::erased_operand::kind::none;
+          } else {
+            o.kind = functional::erased_operand::kind::scalar;
+            o.scalar = a.value.number();
+          }
+          s.operands.push_back(std::move(o));
+        }
+      }
+      steps_.push_back(std::move(s));
+    }
+    for (const Node* n : g.outputs()) {
+      const auto it = slot_of.find(n);
+      if (it == slot_of.end())
+        throw graph_error(g.name() + ".Graph: output node '" + n->name() + "' is produced by no expr of the graph");
+      outputs_.push_back(it->second);
+    }
+    slot_count_ = slot_of.size();
+    nodes_.resize(slot_count_);
+    for (const auto& [n, i] : slot_of) nodes_[i] = n;
+    // Last reader of every slot; graph outputs are never freed.
+    std::vector<std::int64_t> last(slot_count_, -1);
+    for (std::size_t i = 0; i < steps_.size(); ++i)
+      for (std::uint32_t x : steps_[i].in) last[x] = static_cast<std::int64_t>(i);
+    for (std::uint32_t x : outputs_) last[x] = static_cast<std::int64_t>(steps_.size());
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      for (std::uint32_t x : steps_[i].in)
+        if (last[x] == static_cast<std::int64_t>(i) && std::find(steps_[i].free.begin(), steps_[i].free.end(), x) == steps_[i].free.end())
+          steps_[i].free.push_back(x);
+      for (std::uint32_t x : steps_[i].out)
+        if (last[x] == -1) steps_[i].free.push_back(x);  // an unused result dies at once
+    }
+  }
+
+  std::vector<NodeValue> run(const Module& self, std::span<const NodeValue> inputs, const RunHooks* hooks) {
+    if (inputs.size() + 1 != inputs_.size())
+      throw graph_error(graph_.name() + ".Graph takes " + std::to_string(inputs_.size() - 1) + " input" +
+                        (inputs_.size() == 2 ? "" : "s") + ", got " + std::to_string(inputs.size()));
+    std::vector<NodeValue> values(slot_count_);
+    values[inputs_[0]] = &self;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      check_input(i + 1, inputs[i]);
+      values[inputs_[i + 1]] = inputs[i];
+    }
+    std::vector<bool> end_done;
+    std::size_t end_left = 0;
+    if (hooks != nullptr && !hooks->end.empty()) {
+      end_done.assign(hooks->end.size(), false);
+      end_left = hooks->end.size();
+      for (std::size_t i = 0; i < inputs_.size(); ++i) mark_end(*hooks, inputs_[i], values, end_done, end_left);
+      if (end_left == 0) return {};
+    }
+    for (Step& s : steps_) {
+      execute(s, values);
+      if (hooks != nullptr) {
+        for (std::uint32_t o : s.out) {
+          if (!hooks->watch.empty() && hooks->on_watch &&
+              std::find(hooks->watch.begin(), hooks->watch.end(), nodes_[o]) != hooks->watch.end())
+            hooks->on_watch(nodes_[o], values[o]);
+          if (end_left != 0) mark_end(*hooks, o, values, end_done, end_left);
+        }
+        if (!hooks->end.empty() && end_left == 0) return {};
+      }
+      for (std::uint32_t x : s.free) release(values[x]);
+    }
+    std::vector<NodeValue> out;
+    out.reserve(outputs_.size());
+    for (std::uint32_t x : outputs_) out.push_back(values[x]);
+    live_bytes_ = 0;
+    return out;
+  }
+
+  /// The most bytes of tensors held by this plan's slots at once during the last run (inputs and
+  /// module attributes excluded).
+  [[nodiscard]] std::size_t peak_live_bytes() const noexcept { return peak_bytes_; }
+
+ private:
+  struct Operand {
+    functional::erased_operand::kind kind{};
+    std::uint32_t slot = 0;
+    double scalar = 0.0;
+    std::vector<std::uint32_t> list;
+  };
+  struct Step {
+    const Expr* expr = nullptr;
+    ExprKind kind{};
+    std::vector<std::uint32_t> in, out, free;
+    const functional::op_entry* op = nullptr;
+    const void* params = nullptr;
+    std::vector<Operand> operands;
+  };
+
+  static const Tensor& tensor_of(const NodeValue& v, const Step& s) {
+    if (const Value* x = std::get_if<Value>(&v); x != nullptr && x->is_tensor()) return x->tensor();
+    throw graph_error("%" + std::to_string(s.expr->id()) + " " + s.expr->target() + ": an operand is not a tensor");
+  }
+
+  void check_input(std::size_t i, const NodeValue& v) const {
+    const Node* n = nodes_[inputs_[i]];
+    const auto* x = std::get_if<Value>(&v);
+    if (!n->is_tensor()) return;
+    const auto* tn = static_cast<const TensorNode*>(n);
+    if (x == nullptr || !x->is_tensor() || !x->tensor().defined())
+      throw value_error(graph_.name() + ".Graph: input '" + n->name() + "' must be a defined tensor");
+    const Tensor& t = x->tensor();
+    if (t.shape() != tn->shape() || t.dtype() != tn->dtype())
+      throw shape_error(graph_.name() + ".Graph: input '" + n->name() + "' has shape " + t.shape().to_string() + " " +
+                        std::string(dtype_name(t.dtype())) + ", but the graph was traced with " +
+                        tn->shape().to_string() + " " + std::string(dtype_name(tn->dtype())));
+  }
+
+  void mark_end(const RunHooks& h, std::uint32_t slot, const std::vector<NodeValue>& values, std::vector<bool>& done,
+                std::size_t& left) const {
+    for (std::size_t k = 0; k < h.end.size(); ++k)
+      if (!done[k] && h.end[k] == nodes_[slot]) {
+        done[k] = true;
+        --left;
+        if (h.end_values != nullptr) {
+          h.end_values->resize(h.end.size());
+          (*h.end_values)[k] = values[slot];
+        }
+      }
+  }
+
+  void store(NodeValue& slot, Tensor t) {
+    live_bytes_ += t.defined() ? t.nbytes() : 0;
+    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+    slot = Value(std::move(t));
+  }
+  void release(NodeValue& slot) {
+    if (const Value* v = std::get_if<Value>(&slot); v != nullptr && v->is_tensor() && v->tensor().defined())
+      live_bytes_ -= std::min(live_bytes_, v->tensor().nbytes());
+    slot = Value{};
+  }
+
+  void execute(const Step& s, std::vector<NodeValue>& values) {
+    switch (s.kind) {
+      case ExprKind::call_function:
+      case ExprKind::call_method:
+        if (s.op != nullptr) {
+          run_op(s, values);
+          return;
+        }
+        run_module_call(s, values);
+        return;
+      case ExprKind::get_attr: {
+        const Module* base = std::get<const Module*>(values[s.in[0]]);  // the recorder only builds module bases
+        const ConstAttrRef ref = base->getattr(s.expr->name());
+        if (ref.is_module())
+          values[s.out[0]] = &ref.module();
+        else
+          values[s.out[0]] = Value(ref.tensor());
+        return;
+      }
+      case ExprKind::constant:
+        if (s.expr->const_module() != nullptr)
+          values[s.out[0]] = s.expr->const_module();
+        else
+          values[s.out[0]] = Value(s.expr->const_tensor());
+        return;
+      case ExprKind::input: return;
+    }
+  }
+
+  void run_op(const Step& s, std::vector<NodeValue>& values) {
+    constexpr std::size_t inline_operands = 6;
+    functional::erased_operand ops[inline_operands];
+    std::vector<Tensor> list_storage;
+    const std::size_t n = s.operands.size();
+    if (n > inline_operands) throw graph_error(s.op->target + ": too many operands");
+    for (std::size_t i = 0; i < n; ++i) {
+      const Operand& o = s.operands[i];
+      ops[i].k = o.kind;
+      switch (o.kind) {
+        case functional::erased_operand::kind::tensor: ops[i].tensor = &tensor_of(values[o.slot], s); break;
+        case functional::erased_operand::kind::scalar: ops[i].scalar = o.scalar; break;
+        case functional::erased_operand::kind::none: break;
+        case functional::erased_operand::kind::list:
+          list_storage.clear();
+          for (std::uint32_t x : o.list) list_storage.push_back(tensor_of(values[x], s));
+          ops[i].list = list_storage;
+          break;
+      }
+    }
+    store(values[s.out[0]], s.op->call(s.params, std::span<const functional::erased_operand>(ops, n)));
+  }
+
+  void run_module_call(const Step& s, std::vector<NodeValue>& values) {
+    std::vector<NodeValue> args;
+    args.reserve(s.in.size() - 1);
+    for (std::size_t i = 1; i < s.in.size(); ++i) args.push_back(values[s.in[i]]);
+    std::vector<NodeValue> out = detail::call_module(*s.expr, std::get<const Module*>(values[s.in[0]]), args);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const Value* v = std::get_if<Value>(&out[i]);
+      if (v != nullptr && v->is_tensor())
+        store(values[s.out[i]], v->tensor());
+      else
+        values[s.out[i]] = std::move(out[i]);
+    }
+  }
+
+  const Graph& graph_;
+  std::vector<std::uint32_t> inputs_, outputs_;
+  std::vector<Step> steps_;
+  std::vector<const Node*> nodes_;
+  std::size_t slot_count_ = 0;
+  std::size_t live_bytes_ = 0, peak_bytes_ = 0;
+};
+
+inline std::vector<NodeValue> Graph::run(const Module& self, std::span<const NodeValue> inputs,
+                                         const RunHooks* hooks) const {
+  if (!plan_) plan_ = std::make_shared<ExecutionPlan>(*this);
+  const std::shared_ptr<ExecutionPlan> plan = plan_;  // a hook may edit the graph; keep the plan alive
+  return plan->run(self, inputs, hooks);
+}
+
+inline std::size_t Graph::peak_live_bytes() const noexcept { return plan_ ? plan_->peak_live_bytes() : 0; }
+
+inline std::vector<NodeValue> Expr::interpret(std::span<const NodeValue> in) const {
+  if (in.size() != inputs_.size())
+    detail::fail_at(*this, "interpret takes " + std::to_string(inputs_.size()) + " values, got " + std::to_string(in.size()));
+  const auto tensor_at = [&](std::size_t i) -> const Tensor& {
+    const Value* v = std::get_if<Value>(&in[i]);
+    if (v == nullptr || !v->is_tensor()) detail::fail_at(*this, "input " + std::to_string(i) + " is not a tensor");
+    return v->tensor();
+  };
+  switch (kind_) {
+    case ExprKind::input: detail::fail_at(*this, "an Input expr computes nothing: its value is the graph's input");
+    case ExprKind::constant:
+      if (const_module_) return {NodeValue(const_module_.get())};
+      return {NodeValue(Value(const_tensor_))};
+    case ExprKind::get_attr: {
+      const auto* base = std::get_if<const Module*>(&in[0]);
+      if (base == nullptr || *base == nullptr) detail::fail_at(*this, "the base of a getattr must be a module");
+      const ConstAttrRef ref = (*base)->getattr(target_);
+      if (ref.is_module()) return {NodeValue(&ref.module())};
+      return {NodeValue(Value(ref.tensor()))};
+    }
+    case ExprKind::call_function:
+    case ExprKind::call_method: break;
+  }
+  if (op_ == nullptr) {
+    const auto* m = std::get_if<const Module*>(&in[0]);
+    if (m == nullptr) detail::fail_at(*this, "the receiver of a module call must be a module");
+    return detail::call_module(*this, *m, in.subspan(1));
+  }
+  std::vector<functional::erased_operand> ops(op_->operands.size());
+  std::vector<std::vector<Tensor>> lists(op_->operands.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Slot& a = args_[i];
+    using k = functional::erased_operand::kind;
+    if (a.kind == Slot::Kind::node) {
+      ops[i].k = k::tensor;
+      ops[i].tensor = &tensor_at(a.inputs.front());
+    } else if (a.kind == Slot::Kind::node_list) {
+      for (std::size_t j : a.inputs) lists[i].push_back(tensor_at(j));
+      ops[i].k = k::list;
+      ops[i].list = lists[i];
+    } else if (a.value.is_none()) {
+      ops[i].k = k::none;
+    } else {
+      ops[i].k = k::scalar;
+      ops[i].scalar = a.value.number();
+    }
+  }
+  return {NodeValue(Value(op_->call(op_params(), ops)))};
+}
+
+}  // namespace tracemod::graph

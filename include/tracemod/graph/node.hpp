@@ -1,0 +1,104 @@
+// Nodes of the runtime graph (MegEngine's Node, TensorNode, ModuleNode): values that exprs produce
+// and consume. A node is owned by the expr that produces it (graph inputs by their Input expr) and
+// knows its users, in insertion order, once per use.
+#pragma once
+
+#include <tracemod/core/dtype.hpp>
+#include <tracemod/core/qparams.hpp>
+#include <tracemod/core/shape.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tracemod {
+class Module;
+}
+
+namespace tracemod::graph {
+
+class Expr;
+class Graph;
+
+class Node {
+ public:
+  enum class Kind : std::uint8_t { tensor, module };
+
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  virtual ~Node() = default;
+
+  [[nodiscard]] Kind kind() const noexcept { return kind_; }
+  [[nodiscard]] bool is_tensor() const noexcept { return kind_ == Kind::tensor; }
+  /// Global id, unique across the whole traced module hierarchy.
+  [[nodiscard]] std::int64_t id() const noexcept { return id_; }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// The dotted path of the value ("ResNet.layer1.[out]", "SimpleModule.[method_add]").
+  [[nodiscard]] const std::string& qualname() const noexcept { return qualname_; }
+  /// The expr that produces this node (an Input expr for graph inputs).
+  [[nodiscard]] Expr* expr() const noexcept { return expr_; }
+  /// The exprs that consume this node, once per use, in the order the uses were made.
+  [[nodiscard]] const std::vector<Expr*>& users() const noexcept { return users_; }
+  /// The graph this node belongs to.
+  [[nodiscard]] Graph* top_graph() const noexcept { return graph_; }
+
+  /// Renames the node within its graph's namespace; throws graph_error if the name is taken.
+  void set_name(const std::string& name);
+
+ protected:
+  Node(Kind k, Graph* g, std::string name) : kind_(k), graph_(g), name_(std::move(name)) {}
+
+ private:
+  friend class Expr;
+  friend class Graph;
+  friend class ModuleNode;
+  friend class TensorNode;
+  friend struct node_access;
+
+  Kind kind_;
+  Graph* graph_;
+  std::string name_;
+  std::string qualname_;
+  Expr* expr_ = nullptr;
+  std::vector<Expr*> users_;
+  std::int64_t id_ = -1;
+};
+
+/// A tensor value: its shape, dtype and quantization parameters as recorded at trace time
+/// (metadata: the interpreter checks graph inputs against them).
+class TensorNode final : public Node {
+ public:
+  TensorNode(Graph* g, std::string name, Shape shape, DType dtype)
+      : Node(Kind::tensor, g, std::move(name)), shape_(shape), dtype_(dtype) {}
+
+  [[nodiscard]] const Shape& shape() const noexcept { return shape_; }
+  [[nodiscard]] DType dtype() const noexcept { return dtype_; }
+  [[nodiscard]] const std::optional<QParams>& qparams() const noexcept { return qparams_; }
+  void set_shape(const Shape& s) { shape_ = s; }
+  void set_dtype(DType d) { dtype_ = d; }
+  void set_qparams(std::optional<QParams> q) { qparams_ = std::move(q); }
+
+ private:
+  Shape shape_;
+  DType dtype_;
+  std::optional<QParams> qparams_;
+};
+
+/// A module value: `self`, or a sub-module reached by getattr.
+class ModuleNode final : public Node {
+ public:
+  ModuleNode(Graph* g, std::string name, std::string module_type)
+      : Node(Kind::module, g, std::move(name)), module_type_(std::move(module_type)) {}
+
+  /// The builtin class name ("Conv2d"), or "Module" for user modules (traced through).
+  [[nodiscard]] const std::string& module_type() const noexcept { return module_type_; }
+  /// The live module this node stands for in the traced module that owns the graph, or nullptr
+  /// when it cannot be resolved (an attribute removed since).
+  [[nodiscard]] Module* owner() const;
+
+ private:
+  std::string module_type_;
+};
+
+}  // namespace tracemod::graph

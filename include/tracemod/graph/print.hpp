@@ -1,0 +1,126 @@
+// MegEngine's text format of graphs, exprs and nodes:
+//
+//   SimpleModule.Graph (self, x) {
+//   <TAB>%2:<TAB>const_tensor = Constant(Tensor) -> (Tensor)
+//   <TAB>%3:<TAB>add_out = x.__add__(const_tensor, )
+//   <TAB>return add_out
+//   }
+//
+// Argument lists are `", ".join([args, kwargs])` (hence the trailing ", "), keyword arguments are
+// sorted by name, a getattr or constant shows its type. tmod::format_ids(g) prints nodes as %3_add_out.
+#pragma once
+
+#include <tracemod/graph/graph.hpp>
+
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <variant>
+
+namespace tracemod::graph {
+
+/// How nodes are written: by name (`add_out`) or with their id (`%3_add_out`).
+enum class NodeFormat : std::uint8_t { name, id };
+
+namespace detail {
+
+inline std::string node_text(const Node* n, NodeFormat f) {
+  if (n->name().empty()) return "%" + std::to_string(n->id());
+  return f == NodeFormat::id ? "%" + std::to_string(n->id()) + "_" + n->name() : n->name();
+}
+
+inline std::string arg_text(const CallArg& a, NodeFormat f) {
+  if (const auto* n = std::get_if<Node*>(&a)) return node_text(*n, f);
+  if (const auto* l = std::get_if<std::vector<Node*>>(&a)) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < l->size(); ++i) s += (i ? ", " : "") + node_text((*l)[i], f);
+    return s + "]";
+  }
+  return std::get<Value>(a).repr();
+}
+
+inline std::string tree_text(const NodeTree& t, NodeFormat f, bool top) {
+  switch (t.kind) {
+    case NodeTree::Kind::leaf: return node_text(t.node, f);
+    case NodeTree::Kind::tuple:
+    case NodeTree::Kind::list: {
+      std::string s;
+      for (std::size_t i = 0; i < t.children.size(); ++i) s += (i ? ", " : "") + tree_text(t.children[i], f, false);
+      if (top) return s;
+      const bool tuple = t.kind == NodeTree::Kind::tuple;
+      return (tuple ? "(" : "[") + s + (tuple && t.children.size() == 1 ? ",)" : tuple ? ")" : "]");
+    }
+    case NodeTree::Kind::dict: {
+      std::string s = "{";
+      for (std::size_t i = 0; i < t.children.size(); ++i)
+        s += (i ? ", " : "") + ("'" + t.keys[i] + "': ") + tree_text(t.children[i], f, false);
+      return s + "}";
+    }
+  }
+  return {};
+}
+
+inline std::string type_text(const Node* n) {
+  return n->is_tensor() ? "Tensor" : static_cast<const ModuleNode*>(n)->module_type();
+}
+
+}  // namespace detail
+
+/// One expr, without the leading TAB: `%3:\tadd_out = x.__add__(1, )`.
+inline std::string to_string(const Expr& e, NodeFormat f = NodeFormat::name) {
+  std::string s = "%" + std::to_string(e.id()) + ":\t";
+  std::string outs;
+  for (std::size_t i = 0; i < e.output_count(); ++i) outs += (i ? ", " : "") + detail::node_text(e.output(i), f);
+  switch (e.kind()) {
+    case ExprKind::input: return s + outs + " = Input()";
+    case ExprKind::constant:
+      return s + outs + " = Constant(" + (e.const_module() != nullptr ? "Module" : "Tensor") + ") -> (" +
+             detail::type_text(e.output()) + ")";
+    case ExprKind::get_attr:
+      return s + outs + " = getattr(" + detail::node_text(e.inputs().front(), f) + ", \"" + e.name() + "\") -> (" +
+             detail::type_text(e.output()) + ")";
+    case ExprKind::call_function:
+    case ExprKind::call_method: break;
+  }
+  const std::vector<CallArg> args = e.args();
+  std::string callee;
+  std::size_t first = 0;
+  if (e.kind() == ExprKind::call_method) {
+    callee = detail::arg_text(args.front(), f);
+    if (!e.is_module_call()) callee += "." + e.target();
+    first = 1;
+  } else {
+    callee = e.target();
+  }
+  std::string a;
+  for (std::size_t i = first; i < args.size(); ++i) a += (i > first ? ", " : "") + detail::arg_text(args[i], f);
+  std::string k;
+  for (const auto& [name, v] : e.kwargs()) k += (k.empty() ? "" : ", ") + name + "=" + detail::arg_text(v, f);
+  if (e.output_count() > 0) s += outs + " = ";
+  return s + callee + "(" + a + ", " + k + ")";
+}
+
+/// The whole graph in MegEngine's format.
+inline std::string to_string(const Graph& g, NodeFormat f = NodeFormat::name) {
+  std::string ins;
+  const auto inputs = g.inputs();
+  for (std::size_t i = 0; i < inputs.size(); ++i) ins += (i ? ", " : "") + detail::node_text(inputs[i], f);
+  std::string body;
+  for (const auto& e : g.expr_list_()) body += "\t" + to_string(*e, f) + "\n";
+  if (body.empty()) body = "\t\n";
+  return g.name() + ".Graph (" + ins + ") {\n" + body + "\treturn " + detail::tree_text(g.output_tree(), f, true) +
+         "\n}";
+}
+
+inline std::ostream& operator<<(std::ostream& os, const Graph& g) { return os << to_string(g); }
+inline std::ostream& operator<<(std::ostream& os, const Expr& e) { return os << to_string(e); }
+inline std::ostream& operator<<(std::ostream& os, const Node& n) { return os << detail::node_text(&n, NodeFormat::name); }
+
+/// MegEngine's "{:i}".format(graph): nodes printed as %<id>_<name>.
+inline std::string format_ids(const Graph& g) { return to_string(g, NodeFormat::id); }
+
+}  // namespace tracemod::graph
+
+namespace tracemod {
+using graph::format_ids;
+}  // namespace tracemod

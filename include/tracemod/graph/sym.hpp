@@ -1,0 +1,357 @@
+// tmod::Sym: the third mode of every op and module call. A Sym is a handle to a node of the graph
+// being recorded (by trace_module, or inside Graph::insert_exprs); passing one to a functional op,
+// a tensor operator or a module call records an expr and returns a Sym for its result, through the
+// same argument-dependent-lookup hooks the compile-time tracer uses, so no op is written twice.
+//
+// Sym lives in tracemod::graph so that those hooks are not even considered for plain tensors.
+// A Sym has no value: converting it to bool or comparing it throws graph_error naming the node
+// (data-dependent control flow cannot be recorded; MegEngine records the branch taken silently).
+#pragma once
+
+#include <tracemod/core/constant_scalar.hpp>
+#include <tracemod/core/error.hpp>
+#include <tracemod/core/none.hpp>
+#include <tracemod/functional/registry.hpp>
+#include <tracemod/functional/tensor_methods.hpp>
+#include <tracemod/graph/recorder.hpp>
+#include <tracemod/nn/module.hpp>
+#include <tracemod/nn/reflection.hpp>
+
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tracemod::graph {
+
+class Sym {
+ public:
+  Sym() = default;
+  explicit Sym(Node* n) : node_(n) {}
+
+  [[nodiscard]] Node* node() const noexcept { return node_; }
+  [[nodiscard]] bool is_tensor() const noexcept { return node_ != nullptr && node_->is_tensor(); }
+  /// The recorded shape of a tensor node.
+  [[nodiscard]] const Shape& shape() const { return tensor_node().shape(); }
+  [[nodiscard]] DType dtype() const { return tensor_node().dtype(); }
+  [[nodiscard]] std::size_t ndim() const { return shape().rank(); }
+  [[nodiscard]] std::int64_t size(std::int64_t axis) const {
+    return shape()[normalize_axis(axis, ndim(), "Sym.size")];
+  }
+  [[nodiscard]] const TensorNode& tensor_node() const {
+    if (!is_tensor()) throw graph_error("tmod::Sym: " + describe() + " is not a tensor");
+    return static_cast<const TensorNode&>(*node_);
+  }
+
+  /// A Sym has no value while recording: deciding a branch on it cannot be recorded.
+  explicit operator bool() const {
+    throw graph_error("bool(tmod::Sym): " + describe() +
+                      " has no value while the graph is recorded, so it cannot decide a branch; use tensor ops "
+                      "(F::maximum, F::relu, ...) or branch on non-tensor arguments");
+  }
+
+  [[nodiscard]] std::string describe() const {
+    if (node_ == nullptr) return "an empty Sym";
+    std::string s = "node '" + node_->name() + "'";
+    if (const Expr* e = node_->expr(); e != nullptr && e->kind() != ExprKind::input)
+      s += " (produced by " + (e->is_call() ? e->target() : std::string(e->kind() == ExprKind::get_attr ? "getattr" : "Constant")) + ")";
+    return s;
+  }
+
+ private:
+  Node* node_ = nullptr;
+};
+
+namespace detail {
+
+template <class T>
+inline constexpr bool is_sym_v = std::same_as<std::remove_cvref_t<T>, Sym>;
+
+template <class T>
+inline constexpr bool is_sym_tuple_v = false;
+template <class... T>
+inline constexpr bool is_sym_tuple_v<std::tuple<T...>> =
+    ((is_sym_v<T> || std::derived_from<T, Tensor>) && ...) && (is_sym_v<T> || ...);
+
+/// Arguments that make a call record: a Sym, or a list of them.
+template <class T>
+concept involves_sym = is_sym_v<T> || std::same_as<std::remove_cvref_t<T>, std::vector<Sym>> ||
+                       is_sym_tuple_v<std::remove_cvref_t<T>>;
+
+/// The constant Value of a non-tensor argument, keeping its C++ type (an int prints as 2, a
+/// double as 2.5).
+template <class A>
+Value constant_value(const A& a) {
+  if constexpr (is_constant_scalar_v<A>)
+    return Value(static_cast<float>(a));
+  else if constexpr (std::same_as<A, none_t>)
+    return Value(none);
+  else if constexpr (std::is_arithmetic_v<A> || std::is_convertible_v<A, std::string_view>)
+    return Value(a);
+  else if constexpr (std::same_as<A, Value>)
+    return a;
+  else
+    static_assert(functional::detail::always_false_v<A>,
+                  "tmod::Sym: a non-tensor argument of a recorded call must be a number, bool, string, "
+                  "tmod::none or tmod::Value");
+}
+
+/// The argument of a recorded call for a C++ argument.
+template <class A>
+CallArg to_arg(Recorder& r, const A& a) {
+  if constexpr (is_sym_v<A>) {
+    if (a.node() == nullptr) throw graph_error(r.graph().name() + ".Graph: an empty tmod::Sym was passed to a call");
+    return a.node();
+  } else if constexpr (std::derived_from<A, Tensor>) {
+    return r.tensor_node(a);
+  } else if constexpr (std::same_as<A, std::vector<Sym>> || std::same_as<A, std::vector<Tensor>>) {
+    std::vector<Node*> v;
+    for (const auto& x : a) v.push_back(std::get<Node*>(to_arg(r, x)));
+    return v;
+  } else if constexpr (is_sym_tuple_v<A> || functional::is_tensor_tuple_v<A>) {
+    return std::apply([&](const auto&... x) { return std::vector<Node*>{std::get<Node*>(to_arg(r, x))...}; }, a);
+  } else {
+    return constant_value(a);
+  }
+}
+
+/// "Tensor" for tensor arguments, the repr of others (strings quoted): the part of a call signature.
+template <class A>
+std::string signature_part(const A& a) {
+  if constexpr (is_sym_v<A> || std::derived_from<A, Tensor>) {
+    return "Tensor";
+  } else {
+    const Value v = constant_value(a);
+    return v.kind() == Value::Kind::string ? "'" + v.string() + "'" : v.repr();
+  }
+}
+
+template <class... A>
+std::string signature_of(const A&... a) {
+  std::string s;
+  ((s += (s.empty() ? "" : ", ") + signature_part(a)), ...);
+  return "(" + s + ")";
+}
+
+/// Forward's return value <-> the nodes of a graph's outputs: Sym, std::tuple / std::pair /
+/// std::vector of those (nested), or a Tensor (frozen into the graph as a Constant).
+template <class R>
+struct output_tree;
+
+template <>
+struct output_tree<Sym> {
+  static NodeTree flatten(Recorder&, const Sym& s) { return NodeTree::leaf(s.node()); }
+  static Sym unflatten(const std::vector<Node*>& nodes, std::size_t& next) { return Sym(nodes.at(next++)); }
+};
+template <class T>
+  requires std::derived_from<T, Tensor>
+struct output_tree<T> {
+  static NodeTree flatten(Recorder& r, const T& t) { return NodeTree::leaf(r.tensor_node(t)); }
+};
+template <class... T>
+struct output_tree<std::tuple<T...>> {
+  static NodeTree flatten(Recorder& r, const std::tuple<T...>& t) {
+    return NodeTree::tuple(std::apply([&](const auto&... x) {
+      return std::vector<NodeTree>{output_tree<std::remove_cvref_t<decltype(x)>>::flatten(r, x)...};
+    }, t));
+  }
+  static std::tuple<T...> unflatten(const std::vector<Node*>& nodes, std::size_t& next) {
+    return std::tuple<T...>{output_tree<T>::unflatten(nodes, next)...};  // braces: left to right
+  }
+};
+template <class A, class B>
+struct output_tree<std::pair<A, B>> {
+  static NodeTree flatten(Recorder& r, const std::pair<A, B>& p) {
+    return NodeTree::tuple({output_tree<A>::flatten(r, p.first), output_tree<B>::flatten(r, p.second)});
+  }
+  static std::pair<A, B> unflatten(const std::vector<Node*>& nodes, std::size_t& next) {
+    A a = output_tree<A>::unflatten(nodes, next);
+    B b = output_tree<B>::unflatten(nodes, next);
+    return {std::move(a), std::move(b)};
+  }
+};
+template <class T>
+struct output_tree<std::vector<T>> {
+  static NodeTree flatten(Recorder& r, const std::vector<T>& v) {
+    std::vector<NodeTree> c;
+    for (const T& x : v) c.push_back(output_tree<T>::flatten(r, x));
+    return NodeTree::list(std::move(c));
+  }
+};
+
+template <class R>
+concept recordable_output = requires(Recorder& r, const R& x) { output_tree<R>::flatten(r, x); };
+
+/// A tensor argument of a user-module call becomes an input of the callee's graph.
+template <class A>
+using callee_arg_t = std::conditional_t<is_sym_v<A> || std::derived_from<A, Tensor>, Sym, A>;
+
+}  // namespace detail
+
+/// Records a functional op called with at least one Sym (reached from op_base::apply by ADL).
+template <class Op, class P, class... A>
+  requires(detail::involves_sym<A> || ...)
+Sym tracemod_apply(Op, const P& params, const A&... args) {
+  Recorder& r = Recorder::current(Op::target);
+  const std::vector<CallArg> operands{detail::to_arg(r, args)...};
+  std::vector<Value> values;
+  functional::for_each_param<Op>(params, [&](std::string_view, const auto& v, bool) { values.push_back(functional::to_value(v)); });
+  return Sym(r.graph().create_op_call(functional::entry_of<Op>(), operands, values)->output());
+}
+
+namespace detail {
+
+template <class M, class... A>
+Sym record_builtin_call(Recorder& r, const M& m, const A&... args) {
+  ModuleNode* callee = r.module_node(m);
+  const std::vector<CallArg> call_args{to_arg(r, args)...};
+  std::vector<Shape> shapes;
+  for (const CallArg& a : call_args) {
+    const auto* n = std::get_if<Node*>(&a);
+    if (n == nullptr || !(*n)->is_tensor())
+      throw graph_error(std::string(m.type_name()) + ": a builtin module call takes tensors only");
+    shapes.push_back(static_cast<const TensorNode*>(*n)->shape());
+  }
+  const Shape out = m.infer_shape_erased(shapes);
+  return Sym(r.graph().create_module_call(callee, call_args, signature_of(args...), {{out, DType::float32}})->output());
+}
+
+template <class M, class... A>
+auto record_user_call(Recorder& r, const M& m, const A&... args) {
+  using R = std::remove_cvref_t<decltype(m.forward(std::declval<const callee_arg_t<A>&>()...))>;
+  static_assert(recordable_output<R>,
+                "tmod::trace_module: a forward must return a tensor, or a std::tuple / std::pair / std::vector of "
+                "tensors (nested as needed)");
+  ModuleTracer* tracer = r.tracer();
+  if (tracer == nullptr)
+    throw graph_error(std::string(m.type_name()) +
+                      ": a user module can only be called while trace_module records (attach it with setattr and "
+                      "call it through its node)");
+  ModuleNode* callee = r.module_node(m);
+  const std::string signature = signature_of(args...);
+  Graph* sub = tracer->find_graph(m, signature);
+  if (sub == nullptr) {
+    Graph& parent = r.graph();
+    const std::string qualname = callee->qualname();
+    Graph& g = tracer->add_graph(m, signature, "", qualname);
+    g.rename_graph(parent.names().create_unique_name(qualname, &g), qualname);
+    g.set_parent(&parent);
+    ModuleNode* self = g.add_self_input("Module");
+    Recorder sub_recorder(g, self, &m, tracer, &tracer->index_of(m));
+    const auto input = [&](const auto& a) -> decltype(auto) {
+      using T = std::remove_cvref_t<decltype(a)>;
+      if constexpr (is_sym_v<T>) {
+        return Sym(g.add_tensor_input("x", a.shape(), a.dtype()));
+      } else if constexpr (std::derived_from<T, Tensor>) {
+        return Sym(g.add_tensor_input("x", a.shape(), a.dtype()));
+      } else {
+        return a;
+      }
+    };
+    // Inputs are created left to right (a braced list fixes the order).
+    std::tuple<callee_arg_t<A>...> in{input(args)...};
+    const R out = std::apply([&](const auto&... x) { return m.forward(x...); }, in);
+    g.set_outputs(output_tree<R>::flatten(sub_recorder, out));
+    sub = &g;
+  }
+  const std::vector<CallArg> call_args{to_arg(r, args)...};
+  std::vector<std::pair<Shape, DType>> outs;
+  for (const Node* n : sub->outputs()) {
+    if (!n->is_tensor()) throw graph_error(sub->name() + ".Graph: a module cannot be an output");
+    const auto* t = static_cast<const TensorNode*>(n);
+    outs.emplace_back(t->shape(), t->dtype());
+  }
+  Expr* e = r.graph().create_module_call(callee, call_args, signature, outs);
+  std::size_t next = 0;
+  return output_tree<R>::unflatten(e->outputs(), next);
+}
+
+}  // namespace detail
+
+/// Records a module call with at least one Sym argument (reached from a module's call operator by
+/// ADL): a builtin module is one opaque call; a user module's forward is traced into its own graph,
+/// once per distinct call signature (argument kinds and non-tensor values).
+template <class M, class... A>
+  requires std::derived_from<M, Module> && (detail::involves_sym<A> || ...)
+auto tracemod_call_module(const M& m, const A&... args) {
+  Recorder& r = Recorder::current(std::string(m.type_name()));
+  if constexpr (nn::is_builtin_module_v<M>)
+    return detail::record_builtin_call(r, m, args...);
+  else
+    return detail::record_user_call(r, m, args...);
+}
+
+// ---- operators --------------------------------------------------------------------------------
+
+template <class A, class B>
+concept sym_binary_operands =
+    (detail::is_sym_v<A> || detail::is_sym_v<B>) &&
+    (detail::is_sym_v<A> || std::derived_from<A, Tensor> || functional::scalar_operand<A>) &&
+    (detail::is_sym_v<B> || std::derived_from<B, Tensor> || functional::scalar_operand<B>);
+
+#define TRACEMOD_SYM_OPERATOR(op, method, rmethod, imethod)       \
+  template <class A, class B>                                     \
+    requires sym_binary_operands<A, B>                            \
+  Sym operator op(const A& a, const B& b) {                       \
+    if constexpr (functional::scalar_operand<A>)                  \
+      return functional::rmethod(b, a);                           \
+    else                                                          \
+      return functional::method(a, b);                            \
+  }                                                               \
+  template <class B>                                              \
+    requires sym_binary_operands<Sym, B>                          \
+  Sym& operator op##=(Sym& a, const B& b) {                       \
+    a = functional::imethod(a, b);                                \
+    return a;                                                     \
+  }
+
+TRACEMOD_SYM_OPERATOR(+, method_add, method_radd, method_iadd)
+TRACEMOD_SYM_OPERATOR(-, method_sub, method_rsub, method_isub)
+TRACEMOD_SYM_OPERATOR(*, method_mul, method_rmul, method_imul)
+TRACEMOD_SYM_OPERATOR(/, method_truediv, method_rtruediv, method_itruediv)
+
+#undef TRACEMOD_SYM_OPERATOR
+
+inline Sym operator-(const Sym& a) { return functional::method_neg(a); }
+
+namespace detail {
+[[noreturn]] inline void comparison_error(const Sym& s, const char* op) {
+  throw graph_error("tmod::Sym: comparing " + s.describe() + " (operator" + op +
+                    ") has no value while the graph is recorded; use F::maximum / F::minimum, or branch on "
+                    "non-tensor arguments");
+}
+template <class A, class B>
+const Sym& sym_of(const A& a, const B& b) {
+  if constexpr (is_sym_v<A>)
+    return a;
+  else
+    return b;
+}
+}  // namespace detail
+
+// Comparisons would decide control flow on values that do not exist while recording.
+#define TRACEMOD_SYM_COMPARISON(op)                                  \
+  template <class A, class B>                                        \
+    requires(detail::is_sym_v<A> || detail::is_sym_v<B>)            \
+  bool operator op(const A& a, const B& b) {                         \
+    detail::comparison_error(detail::sym_of(a, b), #op);             \
+  }
+
+TRACEMOD_SYM_COMPARISON(<)
+TRACEMOD_SYM_COMPARISON(>)
+TRACEMOD_SYM_COMPARISON(<=)
+TRACEMOD_SYM_COMPARISON(>=)
+TRACEMOD_SYM_COMPARISON(==)
+TRACEMOD_SYM_COMPARISON(!=)
+
+#undef TRACEMOD_SYM_COMPARISON
+
+}  // namespace tracemod::graph
+
+namespace tracemod {
+using graph::Sym;
+}  // namespace tracemod

@@ -1,0 +1,192 @@
+// TracedModule (MegEngine's TracedModule): a module whose behaviour is a runtime graph. Its
+// attributes are those of the traced module: builtin modules (kept as they are), tensors, and, for
+// every user module, another TracedModule. It keeps one graph per distinct call signature (most
+// modules have one: graph()); calling it interprets the graph.
+#pragma once
+
+#include <tracemod/core/error.hpp>
+#include <tracemod/core/value.hpp>
+#include <tracemod/graph/graph.hpp>
+#include <tracemod/graph/interpreter.hpp>
+#include <tracemod/graph/print.hpp>
+#include <tracemod/nn/module.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tracemod {
+
+class TracedModule final : public Module, public graph::GraphHolder {
+ public:
+  explicit TracedModule(std::string type_name) : type_name_(std::move(type_name)) {}
+  TracedModule(const TracedModule& other) : Module(other), type_name_(other.type_name_), is_top_(other.is_top_),
+                                            total_ids_(other.total_ids_) {
+    copy_graphs_from(other);
+  }
+  TracedModule& operator=(const TracedModule& other) {
+    if (this != &other) {
+      Module::operator=(other);
+      type_name_ = other.type_name_;
+      is_top_ = other.is_top_;
+      total_ids_ = other.total_ids_;
+      copy_graphs_from(other);
+      clear_watch_points();
+      clear_end_points();
+    }
+    return *this;
+  }
+  TracedModule(TracedModule&& other) noexcept
+      : Module(std::move(other)), type_name_(std::move(other.type_name_)), graphs_(std::move(other.graphs_)),
+        is_top_(other.is_top_), total_ids_(other.total_ids_), watch_(std::move(other.watch_)),
+        watch_values_(std::move(other.watch_values_)), end_(std::move(other.end_)) {
+    for (auto& entry : graphs_) entry.second->set_owner(this);  // graphs refer to their owner
+  }
+  TracedModule& operator=(TracedModule&& other) noexcept {
+    if (this != &other) {
+      Module::operator=(std::move(other));
+      type_name_ = std::move(other.type_name_);
+      graphs_ = std::move(other.graphs_);
+      for (auto& entry : graphs_) entry.second->set_owner(this);
+      is_top_ = other.is_top_;
+      total_ids_ = other.total_ids_;
+      watch_ = std::move(other.watch_);
+      watch_values_ = std::move(other.watch_values_);
+      end_ = std::move(other.end_);
+    }
+    return *this;
+  }
+  ~TracedModule() override = default;
+
+  /// The traced class's name ("ResNet").
+  [[nodiscard]] std::string_view type_name() const override { return type_name_; }
+  [[nodiscard]] bool is_builtin() const noexcept override { return false; }
+
+  /// The only graph; throws graph_error naming the call signatures when the module was called in
+  /// several ways (reach those graphs through the calls' exprs: expr->graph()).
+  [[nodiscard]] graph::Graph& graph() const {
+    if (graphs_.size() == 1) return *graphs_.front().second;
+    if (graphs_.empty())
+      throw graph_error(type_name_ + ": this traced module was never called while tracing, so it has no graph");
+    std::string sigs;
+    for (const auto& [sig, g] : graphs_) sigs += (sigs.empty() ? "" : ", ") + g->name() + " for forward" + sig;
+    throw graph_error(type_name_ + ": graph() is ambiguous: the module was called with " +
+                      std::to_string(graphs_.size()) + " different signatures (" + sigs +
+                      "); use the graph of each call site's CallMethod expr (expr->graph())");
+  }
+  /// Every graph with its call signature, in the order they were recorded.
+  [[nodiscard]] const std::vector<std::pair<std::string, std::unique_ptr<graph::Graph>>>& graphs() const noexcept {
+    return graphs_;
+  }
+  [[nodiscard]] graph::Graph* graph_for(std::string_view signature) const override {
+    for (const auto& [sig, g] : graphs_)
+      if (sig == signature) return g.get();
+    return nullptr;
+  }
+  graph::Graph& add_graph(std::string signature, std::unique_ptr<graph::Graph> g) {
+    if (graph_for(signature) != nullptr) throw graph_error(type_name_ + ": a graph for " + signature + " exists already");
+    g->set_owner(this);
+    graphs_.emplace_back(std::move(signature), std::move(g));
+    return *graphs_.back().second;
+  }
+
+  /// Runs the graph on tensors; returns the nested output (converts to Tensor for one output).
+  /// With end points set, returns a tuple of the end points' values, in their order.
+  template <class... T>
+    requires(std::convertible_to<const T&, Value> && ...)
+  Value operator()(const T&... inputs) {
+    const std::vector<graph::NodeValue> in{graph::NodeValue(Value(inputs))...};
+    return run(in);
+  }
+  Value run(std::span<const graph::NodeValue> inputs) {
+    const graph::Graph& g = graph();
+    if (watch_.empty() && end_.empty()) return g.pack_outputs(g.run(*this, inputs));
+    graph::RunHooks hooks;
+    hooks.watch = watch_;
+    hooks.on_watch = [this](const graph::Node* n, const graph::NodeValue& v) {
+      if (const Value* x = std::get_if<Value>(&v)) watch_values_[n] = *x;
+    };
+    std::vector<graph::NodeValue> ends;
+    hooks.end = end_;
+    hooks.end_values = &ends;
+    std::vector<graph::NodeValue> out = g.run(*this, inputs, &hooks);
+    for (const graph::Node* n : watch_)  // graph inputs are watched too
+      for (std::size_t i = 0; i < inputs.size(); ++i)
+        if (g.inputs()[i + 1] == n)
+          if (const Value* x = std::get_if<Value>(&inputs[i])) watch_values_[n] = *x;
+    if (end_.empty()) return g.pack_outputs(out);
+    ValueList values;
+    for (const graph::NodeValue& v : ends) values.push_back(std::get<Value>(v));
+    return Value::tuple(std::move(values));
+  }
+
+  // ---- watch points and end points --------------------------------------------------------------
+  /// Every later call records the values of these nodes (of any graph of this hierarchy).
+  void set_watch_points(std::vector<graph::Node*> nodes) {
+    for (const graph::Node* n : nodes)
+      if (n == nullptr) throw graph_error("set_watch_points: a node is null");
+    watch_.assign(nodes.begin(), nodes.end());
+    watch_values_.clear();
+  }
+  void clear_watch_points() {
+    watch_.clear();
+    watch_values_.clear();
+  }
+  /// The values of the watch points from the last call.
+  [[nodiscard]] const std::map<const graph::Node*, Value>& watch_node_value() const noexcept { return watch_values_; }
+  /// Later calls stop as soon as these nodes (of the top graph) have values and return them.
+  void set_end_points(std::vector<graph::Node*> nodes) {
+    const graph::Graph& g = graph();
+    for (const graph::Node* n : nodes) {
+      if (n == nullptr) throw graph_error("set_end_points: a node is null");
+      if (n->top_graph() != &g)
+        throw graph_error("set_end_points: node '" + n->name() + "' (%" + std::to_string(n->id()) + ") belongs to " +
+                          n->top_graph()->name() + ".Graph, not to this module's graph " + g.name() +
+                          ".Graph; end points must be nodes of the top graph");
+    }
+    end_.assign(nodes.begin(), nodes.end());
+  }
+  void clear_end_points() { end_.clear(); }
+
+  /// True for the module trace_module returned (input/output surgery is allowed on its graph only).
+  [[nodiscard]] bool is_top() const noexcept { return is_top_; }
+  void set_top(bool top) noexcept { is_top_ = top; }
+  /// (node count, expr count) of the whole hierarchy; new ids continue from there.
+  [[nodiscard]] std::pair<std::int64_t, std::int64_t> total_ids() const noexcept { return total_ids_; }
+  /// Renumbers ids across the hierarchy in execution order.
+  void reset_ids() { total_ids_ = graph::reset_ids(graph()); }
+  void set_total_ids(std::pair<std::int64_t, std::int64_t> ids) noexcept { total_ids_ = ids; }
+
+  /// The traced module in PyTorch's module format (its graphs print with operator<< on graph()).
+  [[nodiscard]] std::unique_ptr<TracedModule> clone_traced() const { return std::make_unique<TracedModule>(*this); }
+
+ protected:
+  void tracemod_members_(std::vector<detail::member_slot>&) const override {}
+  [[nodiscard]] std::unique_ptr<Module> tracemod_copy_() const override { return std::make_unique<TracedModule>(*this); }
+  void tracemod_assign_(Module&& source) override { *this = std::move(dynamic_cast<TracedModule&>(source)); }
+
+ private:
+  void copy_graphs_from(const TracedModule& other) {
+    graphs_.clear();
+    for (const auto& [sig, g] : other.graphs_) graphs_.emplace_back(sig, g->clone(this));
+    // Children were copied with the module tree; point their graphs at ours.
+    for (const auto& [sig, g] : graphs_)
+      for (const auto& e : g->expr_list_())
+        if (graph::Graph* sub = e->graph()) sub->set_parent(g.get());
+  }
+
+  std::string type_name_;
+  std::vector<std::pair<std::string, std::unique_ptr<graph::Graph>>> graphs_;
+  bool is_top_ = false;
+  std::pair<std::int64_t, std::int64_t> total_ids_{0, 0};
+  std::vector<const graph::Node*> watch_;
+  std::map<const graph::Node*, Value> watch_values_;
+  std::vector<const graph::Node*> end_;
+};
+
+}  // namespace tracemod
