@@ -23,6 +23,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -230,6 +231,19 @@ class Graph {
   Expr* create_module_call(ModuleNode* callee, const std::vector<CallArg>& args, std::string signature,
                            const std::vector<std::pair<Shape, DType>>& outputs);
   void set_outputs(NodeTree tree);
+
+  /// A copy of `src` (an expr of another graph) whose inputs are `map(src input)`; its outputs are
+  /// named `<prefix><old name>`, made unique, and keep their qualnames.
+  Expr* copy_expr(const Expr& src, const std::function<Node*(const Node*)>& map, std::string_view prefix);
+  /// Points every use of `from` (users and outputs) at `to`; `from` keeps no users.
+  void replace_all_uses(Node* from, Node* to);
+  /// Renames a node to a unique name derived from `base` (releasing its old name).
+  void rename_unique(Node* n, std::string_view base);
+
+  /// Merges getattr chains into dotted paths (`getattr(self, "layer1.0.conv1")`) and duplicate
+  /// getattrs into the first one, then deletes every expr the outputs do not depend on (their
+  /// names become free again). Not recursive: each graph is compiled on its own.
+  void compile();
 
   /// Where create_* put new exprs: before `pos` (end() appends).
   void set_insert_point(expr_list::const_iterator pos) { insert_point_ = pos; }
@@ -792,6 +806,100 @@ inline std::pair<std::int64_t, std::int64_t> reset_ids(Graph& root) {
     for (Node* out : x->outputs()) node_access::set_id(*out, n++);
   }
   return {n, e};
+}
+
+inline Expr* Graph::copy_expr(const Expr& src, const std::function<Node*(const Node*)>& map, std::string_view prefix) {
+  std::unique_ptr<Expr> e(new Expr(src.kind_, this));
+  e->op_ = src.op_;
+  e->target_ = src.target_;
+  e->args_ = src.args_;
+  e->kwargs_ = src.kwargs_;
+  e->signature_ = src.signature_;
+  e->const_tensor_ = src.const_tensor_;
+  e->const_module_ = src.const_module_;
+  e->params_ = src.params_;
+  for (const Node* in : src.inputs_) e->add_input(map(in));
+  for (const auto& n : src.outputs_) {
+    std::unique_ptr<Node> c;
+    if (n->is_tensor()) {
+      const auto* t = static_cast<const TensorNode*>(n.get());
+      auto tn = std::make_unique<TensorNode>(this, "", t->shape(), t->dtype());
+      tn->set_qparams(t->qparams());
+      c = std::move(tn);
+    } else {
+      c = std::make_unique<ModuleNode>(this, "", static_cast<const ModuleNode*>(n.get())->module_type());
+    }
+    Node* out = e->add_output(std::move(c));
+    out->name_ = auto_name(std::string(prefix) + n->name(), out);
+    out->qualname_ = n->qualname();
+  }
+  return insert(std::move(e));
+}
+
+inline void Graph::replace_all_uses(Node* from, Node* to) {
+  for (Expr* u : std::vector<Expr*>(from->users_)) {
+    for (Node*& in : u->inputs_)
+      if (in == from) {
+        in = to;
+        to->users_.push_back(u);
+      }
+    u->invalidate_params();
+  }
+  from->users_.clear();
+  outputs_.replace(from, to);
+  changed();
+}
+
+inline void Graph::rename_unique(Node* n, std::string_view base) {
+  ns_.release(n->name_);
+  n->name_ = auto_name(base, n);
+  changed();
+}
+
+inline void Graph::compile() {
+  // Getattr chains and duplicates: `getattr(getattr(self, "a"), "b")` becomes `getattr(self, "a.b")`.
+  std::unordered_map<std::string, Node*> first;  // "<base id>/<path>" of the first getattr
+  for (const auto& up : exprs_) {
+    Expr& e = *up;
+    if (e.kind_ != ExprKind::get_attr) continue;
+    Node* base = e.inputs_.front();
+    const Expr* producer = base->expr_;
+    if (producer != nullptr && producer->kind_ == ExprKind::get_attr) {
+      Node* root = producer->inputs_.front();
+      e.target_ = producer->target_ + "." + e.target_;
+      auto& users = base->users_;
+      users.erase(std::find(users.begin(), users.end(), &e));
+      e.inputs_.front() = root;
+      root->users_.push_back(&e);
+    }
+    const std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(e.inputs_.front())) + "/" + e.target_;
+    const auto [it, fresh] = first.emplace(key, e.output());
+    if (!fresh) replace_all_uses(e.output(), it->second);
+  }
+  // Dead exprs: everything the outputs do not depend on, found walking back from them.
+  std::unordered_set<const Expr*> live;
+  const std::vector<Node*> outs = outputs();
+  std::vector<const Node*> work(outs.begin(), outs.end());
+  while (!work.empty()) {
+    const Node* n = work.back();
+    work.pop_back();
+    const Expr* p = n->expr_;
+    if (p == nullptr || p->kind_ == ExprKind::input || !live.insert(p).second) continue;
+    for (const Node* in : p->inputs_) work.push_back(in);
+  }
+  for (auto it = exprs_.end(); it != exprs_.begin();) {
+    --it;
+    if (live.count(it->get()) != 0) continue;
+    Expr* dead = it->get();
+    for (Node* in : dead->inputs_) {
+      auto& u = in->users_;
+      u.erase(std::find(u.begin(), u.end(), dead));
+    }
+    for (const auto& out : dead->outputs_) ns_.release(out->name_);
+    if (insert_point_ && *insert_point_ == it) insert_point_ = std::next(it);
+    it = exprs_.erase(it);
+  }
+  changed();
 }
 
 inline NodeFilter NodeFilter::name_matches(std::string_view pattern, bool ignorecase) const {

@@ -129,6 +129,9 @@ class ExecutionPlan {
       throw graph_error(graph_.name() + ".Graph takes " + std::to_string(inputs_.size() - 1) + " input" +
                         (inputs_.size() == 2 ? "" : "s") + ", got " + std::to_string(inputs.size()));
     std::vector<NodeValue> values(slot_count_);
+    counted_.assign(slot_count_, 0);
+    live_bytes_ = 0;
+    peak_bytes_ = 0;
     values[inputs_[0]] = &self;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       check_input(i + 1, inputs[i]);
@@ -153,12 +156,11 @@ class ExecutionPlan {
         }
         if (!hooks->end.empty() && end_left == 0) return {};
       }
-      for (std::uint32_t x : s.free) release(values[x]);
+      for (std::uint32_t x : s.free) release(values, x);
     }
     std::vector<NodeValue> out;
     out.reserve(outputs_.size());
     for (std::uint32_t x : outputs_) out.push_back(values[x]);
-    live_bytes_ = 0;
     return out;
   }
 
@@ -214,15 +216,19 @@ class ExecutionPlan {
       }
   }
 
-  void store(NodeValue& slot, Tensor t) {
-    live_bytes_ += t.defined() ? t.nbytes() : 0;
+  /// Stores an op's result in slot `i`, counting its bytes as live.
+  void store(std::vector<NodeValue>& values, std::uint32_t i, Tensor t) {
+    const std::size_t bytes = t.defined() ? t.nbytes() : 0;
+    counted_[i] = bytes;
+    live_bytes_ += bytes;
     peak_bytes_ = std::max(peak_bytes_, live_bytes_);
-    slot = Value(std::move(t));
+    values[i] = Value(std::move(t));
   }
-  void release(NodeValue& slot) {
-    if (const Value* v = std::get_if<Value>(&slot); v != nullptr && v->is_tensor() && v->tensor().defined())
-      live_bytes_ -= std::min(live_bytes_, v->tensor().nbytes());
-    slot = Value{};
+  /// Drops slot `i` (a result counted by store, or a value the caller passed in).
+  void release(std::vector<NodeValue>& values, std::uint32_t i) {
+    live_bytes_ -= counted_[i];
+    counted_[i] = 0;
+    values[i] = Value{};
   }
 
   void execute(const Step& s, std::vector<NodeValue>& values) {
@@ -274,7 +280,7 @@ class ExecutionPlan {
           break;
       }
     }
-    store(values[s.out[0]], s.op->call(s.params, std::span<const functional::erased_operand>(ops, n)));
+    store(values, s.out[0], s.op->call(s.params, std::span<const functional::erased_operand>(ops, n)));
   }
 
   void run_module_call(const Step& s, std::vector<NodeValue>& values) {
@@ -285,7 +291,7 @@ class ExecutionPlan {
     for (std::size_t i = 0; i < out.size(); ++i) {
       const Value* v = std::get_if<Value>(&out[i]);
       if (v != nullptr && v->is_tensor())
-        store(values[s.out[i]], v->tensor());
+        store(values, s.out[i], v->tensor());
       else
         values[s.out[i]] = std::move(out[i]);
     }
@@ -296,6 +302,7 @@ class ExecutionPlan {
   std::vector<Step> steps_;
   std::vector<const Node*> nodes_;
   std::size_t slot_count_ = 0;
+  std::vector<std::size_t> counted_;  // bytes of each slot's tensor that store() counted
   std::size_t live_bytes_ = 0, peak_bytes_ = 0;
 };
 

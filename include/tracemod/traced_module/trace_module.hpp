@@ -93,20 +93,6 @@ class TraceSession final : public graph::ModuleTracer {
 template <class T>
 inline constexpr bool is_trace_options_v = std::same_as<std::remove_cvref_t<T>, TraceOptions>;
 
-/// Deletes exprs nothing depends on (MegEngine compiles every traced graph), walking back from the
-/// outputs.
-inline void drop_dead_exprs(graph::Graph& g) {
-  for (auto it = g.expr_list_().rbegin(); it != g.expr_list_().rend();) {
-    graph::Expr* e = it->get();
-    ++it;
-    bool used = false;
-    for (const graph::Node* n : e->outputs()) used = used || !n->users().empty();
-    const auto outs = g.outputs();
-    for (const graph::Node* n : e->outputs()) used = used || std::find(outs.begin(), outs.end(), n) != outs.end();
-    if (!used) g.erase(e);
-  }
-}
-
 /// Compares eager and traced outputs; throws graph_error naming the first differing leaf.
 inline void check_outputs(const Value& eager, const Value& traced, double rtol, const std::string& where) {
   if (eager.kind() != traced.kind()) throw graph_error(where + ": the traced output's structure differs from eager mode");
@@ -147,6 +133,12 @@ Value to_value_tree(const R& r) {
   }
 }
 
+/// Whether M's forward accepts sizeof...(I) Syms.
+template <class M, std::size_t... I>
+constexpr bool forward_takes_syms(std::index_sequence<I...>) {
+  return requires(const M& m) { m.forward((static_cast<void>(I), std::declval<const Sym&>())...); };
+}
+
 template <class M, class Inputs>
 TracedModule trace_impl(const M& module, const Inputs& inputs, const std::vector<std::string>& names,
                         const TraceOptions& options) {
@@ -179,7 +171,7 @@ TracedModule trace_impl(const M& module, const Inputs& inputs, const std::vector
     const R out = std::apply([&](const auto&... s) { return module.forward(s...); }, syms);
     g.set_outputs(graph::detail::output_tree<R>::flatten(recorder, out));
   }
-  for (graph::Graph* sub : g.graphs(true)) drop_dead_exprs(*sub);
+  for (graph::Graph* sub : g.graphs(true)) sub->compile();  // as MegEngine builds every traced graph
   top.set_top(true);
   top.reset_ids();
   if (options.check) {
@@ -223,12 +215,23 @@ TracedModule trace_module(const M& module, std::initializer_list<std::pair<std::
     names.emplace_back(n);
     tensors.push_back(t);
   }
+  const auto trace_n = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return detail::trace_impl(module, std::tie(tensors[I]...), names, options);
+  };
   switch (tensors.size()) {
-    case 1: return detail::trace_impl(module, std::tie(tensors[0]), names, options);
-    case 2: return detail::trace_impl(module, std::tie(tensors[0], tensors[1]), names, options);
-    case 3: return detail::trace_impl(module, std::tie(tensors[0], tensors[1], tensors[2]), names, options);
-    default: throw value_error("trace_module: named inputs are supported for 1 to 3 tensors");
+    case 1:
+      if constexpr (detail::forward_takes_syms<M>(std::make_index_sequence<1>{})) return trace_n(std::make_index_sequence<1>{});
+      break;
+    case 2:
+      if constexpr (detail::forward_takes_syms<M>(std::make_index_sequence<2>{})) return trace_n(std::make_index_sequence<2>{});
+      break;
+    case 3:
+      if constexpr (detail::forward_takes_syms<M>(std::make_index_sequence<3>{})) return trace_n(std::make_index_sequence<3>{});
+      break;
+    default: break;
   }
+  throw value_error("trace_module: " + std::string(module.type_name()) + "'s forward does not take " +
+                    std::to_string(tensors.size()) + " named tensor inputs (1 to 3 are supported)");
 }
 
 }  // namespace tracemod

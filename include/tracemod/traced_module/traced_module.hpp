@@ -153,6 +153,9 @@ class TracedModule final : public Module, public graph::GraphHolder {
   }
   void clear_end_points() { end_.clear(); }
 
+  /// A copy whose top graph inlines every user-module call (see flatten.hpp); idempotent.
+  [[nodiscard]] TracedModule flatten() const;
+
   /// True for the module trace_module returned (input/output surgery is allowed on its graph only).
   [[nodiscard]] bool is_top() const noexcept { return is_top_; }
   void set_top(bool top) noexcept { is_top_ = top; }
@@ -190,3 +193,6 @@ class TracedModule final : public Module, public graph::GraphHolder {
 };
 
 }  // namespace tracemod
+
+// flatten() is defined with its helpers.
+#include <tracemod/traced_module/flatten.hpp>
