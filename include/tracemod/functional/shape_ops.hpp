@@ -46,11 +46,6 @@ struct flatten_fn : op_base<flatten_fn> {
     require_defined(target, "inp", x);  // any dtype: a view moves no data
     return x.reshape(infer_shape(p, x.shape()));
   }
-
-  template <class X>
-  decltype(auto) operator()(const X& x, const params& p = {}) const {
-    return apply(p, x);
-  }
 };
 inline constexpr flatten_fn flatten{};
 
@@ -65,7 +60,7 @@ struct reshape_fn : op_base<reshape_fn> {
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = reshape_params;
-  static constexpr std::tuple fields{positional("target_shape", &params::target_shape)};
+  static constexpr std::tuple fields{required("target_shape", &params::target_shape)};
 
   static constexpr Shape infer_shape(const params& p, const Shape& x) {
     const auto fail = [&](const std::string& why) {
@@ -102,11 +97,6 @@ struct reshape_fn : op_base<reshape_fn> {
     require_defined(target, "inp", x);  // any dtype: a view moves no data
     return x.reshape(infer_shape(p, x.shape()));
   }
-
-  template <class X>
-  decltype(auto) operator()(const X& x, const int_list& target_shape) const {
-    return apply(params{target_shape}, x);
-  }
 };
 inline constexpr reshape_fn reshape{};
 
@@ -121,7 +111,7 @@ struct transpose_fn : op_base<transpose_fn> {
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = transpose_params;
-  static constexpr std::tuple fields{positional("pattern", &params::pattern)};
+  static constexpr std::tuple fields{required("pattern", &params::pattern)};
 
   static std::array<std::size_t, Shape::max_rank> permutation(const params& p, const Shape& x) {
     // Only negative axes are checked here (they have no size_t form); transposed_shape checks the rest.
@@ -145,11 +135,6 @@ struct transpose_fn : op_base<transpose_fn> {
     Tensor y = Tensor::empty(kernels::transposed_shape(x.shape(), pspan, target));
     kernels::transpose(x.data<float>(), x.shape(), pspan, y.data<float>());
     return y;
-  }
-
-  template <class X>
-  decltype(auto) operator()(const X& x, const int_list& pattern) const {
-    return apply(params{pattern}, x);
   }
 };
 inline constexpr transpose_fn transpose{};
@@ -191,14 +176,15 @@ struct concat_fn : op_base<concat_fn> {
     return eager(p, std::apply([](const auto&... t) { return std::vector<Tensor>{Tensor(t)...}; }, inps));
   }
 
-  /// F::concat({a, b}, {.axis = 1})
-  template <std::derived_from<Tensor> T>
-  decltype(auto) operator()(std::initializer_list<T> inps, const params& p = {}) const {
-    return apply(p, std::vector<Tensor>(inps.begin(), inps.end()));
+  /// A braced list of tensors is a vector: F::concat({a, b}, 1), F::concat({a, b}, {.axis = 1}).
+  using op_base::operator();
+  template <std::derived_from<Tensor> T, class... Rest>
+  decltype(auto) operator()(std::initializer_list<T> inps, const Rest&... rest) const {
+    return (*this)(std::vector<Tensor>(inps.begin(), inps.end()), rest...);
   }
-  template <class Seq>
-  decltype(auto) operator()(const Seq& inps, const params& p = {}) const {
-    return apply(p, inps);
+  template <std::derived_from<Tensor> T>
+  decltype(auto) operator()(std::initializer_list<T> inps, const params& p) const {
+    return (*this)(std::vector<Tensor>(inps.begin(), inps.end()), p);
   }
 };
 inline constexpr concat_fn concat{};
