@@ -72,15 +72,6 @@ struct conv2d_fn : op_base<conv2d_fn> {
   static Tensor eager(const params& p, const Tensor& x, const Tensor& w, none_t) { return run(p, x, w, nullptr); }
   static Tensor eager(const params& p, const Tensor& x, const Tensor& w, const Tensor& b) { return run(p, x, w, &b); }
 
-  template <class X, class W>
-  decltype(auto) operator()(const X& x, const W& w, const params& p = {}) const {
-    return apply(p, x, w, none);
-  }
-  template <class X, class W, class B>
-  decltype(auto) operator()(const X& x, const W& w, const B& b, const params& p = {}) const {
-    return apply(p, x, w, b);
-  }
-
  private:
   static Tensor run(const params& p, const Tensor& x, const Tensor& w, const Tensor* b) {
     require_float32(target, "inp", x);

@@ -61,11 +61,6 @@ struct unary_op : op_base<Derived> {
     kernels::unary(KernelOp{}, x.data<float>(), y.data<float>(), x.numel());
     return y;
   }
-
-  template <class X>
-  decltype(auto) operator()(const X& x) const {
-    return op_base<Derived>::apply(params{}, x);
-  }
 };
 
 /// f(x, y) with numpy broadcasting; either operand may be a C++ number.
@@ -84,11 +79,6 @@ struct binary_op : op_base<Derived> {
   template <class X, class Y>
   static Tensor eager(const params&, const X& x, const Y& y) {
     return detail::eager_binary<Derived, KernelOp>(x, y);
-  }
-
-  template <class X, class Y>
-  decltype(auto) operator()(const X& x, const Y& y) const {
-    return op_base<Derived>::apply(params{}, x, y);
   }
 };
 

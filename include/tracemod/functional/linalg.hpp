@@ -101,11 +101,6 @@ struct matmul_fn : op_base<matmul_fn> {
     }
     return y;
   }
-
-  template <class A, class B>
-  decltype(auto) operator()(const A& a, const B& b, const params& p = {}) const {
-    return apply(p, a, b);
-  }
 };
 inline constexpr matmul_fn matmul{};
 
@@ -134,15 +129,6 @@ struct linear_fn : op_base<linear_fn> {
 
   static Tensor eager(const params& p, const Tensor& x, const Tensor& w, none_t) { return run(p, x, w, nullptr); }
   static Tensor eager(const params& p, const Tensor& x, const Tensor& w, const Tensor& b) { return run(p, x, w, &b); }
-
-  template <class X, class W>
-  decltype(auto) operator()(const X& x, const W& w) const {
-    return apply(params{}, x, w, none);
-  }
-  template <class X, class W, class B>
-  decltype(auto) operator()(const X& x, const W& w, const B& b) const {
-    return apply(params{}, x, w, b);
-  }
 
  private:
   static Tensor run(const params& p, const Tensor& x, const Tensor& w, const Tensor* b) {

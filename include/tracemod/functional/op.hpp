@@ -10,8 +10,10 @@
 //   fields    the params members in canonical order: positional first, then keyword-only
 //   infer_shape(params, shapes...) -> Shape   (constexpr where the op allows; throws shape_error)
 //   eager(params, args...) -> Tensor          (runs the kernels now)
-// The call operator forwards to op_base::apply, which runs `eager` when every argument is a concrete
-// value (Tensor, scalar, tmod::none, list of Tensors) and otherwise hands the call to an overload of
+// Ops get their call operators from call_forms (functional/call.hpp, a base of op_base): operands,
+// then positional params or the params struct. They forward to op_base::apply, which runs `eager`
+// when every argument is a concrete value (Tensor, scalar, tmod::none, list of Tensors) and
+// otherwise hands the call to an overload of
 // `tracemod_apply(op, params, args...)` found by argument-dependent lookup: the tracing layers above
 // provide those for their symbolic types, so this layer never includes them.
 #pragma once
@@ -48,20 +50,26 @@ struct operand {
   operand_kind kind;
 };
 
-/// A named member of an op's params struct, positional or keyword-only.
+/// A named member of an op's params struct, positional or keyword-only; a required one (PyTorch's
+/// arguments without a default: kernel_size, target_shape) must be passed positionally.
 template <class P, class T>
 struct field {
   std::string_view name;
   T P::*member;
   bool keyword_only;
+  bool required;
 };
 template <class P, class T>
 constexpr field<P, T> positional(std::string_view name, T P::*member) {
-  return {name, member, false};
+  return {name, member, false, false};
+}
+template <class P, class T>
+constexpr field<P, T> required(std::string_view name, T P::*member) {
+  return {name, member, false, true};
 }
 template <class P, class T>
 constexpr field<P, T> keyword(std::string_view name, T P::*member) {
-  return {name, member, true};
+  return {name, member, true, false};
 }
 
 /// The params of an op that has no non-tensor arguments.
@@ -143,7 +151,10 @@ consteval bool operands_fit() {
 }
 
 template <class Op>
-struct op_base {
+struct call_forms;  // functional/call.hpp: the call operators every op gets from its definition
+
+template <class Op>
+struct op_base : call_forms<Op> {
   template <class... A>
   static decltype(auto) apply(const auto& params, const A&... args) {
     static_assert(operands_fit<Op, A...>(),
@@ -177,3 +188,5 @@ inline void require_float32(std::string_view op, std::string_view operand_name, 
 }
 
 }  // namespace tracemod::functional
+
+#include <tracemod/functional/call.hpp>  // last: call_forms builds on the definitions above

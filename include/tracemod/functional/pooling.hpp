@@ -51,7 +51,7 @@ struct max_pool2d_fn : op_base<max_pool2d_fn> {
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = max_pool2d_params;
   static constexpr std::tuple fields{
-      positional("kernel_size", &params::kernel_size), positional("stride", &params::stride),
+      required("kernel_size", &params::kernel_size), positional("stride", &params::stride),
       positional("padding", &params::padding), positional("dilation", &params::dilation),
       positional("ceil_mode", &params::ceil_mode)};
 
@@ -75,13 +75,6 @@ struct max_pool2d_fn : op_base<max_pool2d_fn> {
     kernels::max_pool2d(g, x.data<float>(), y.data<float>());
     return y;
   }
-
-  /// F::max_pool2d(x, 3, {.stride = 2, .padding = 1})
-  template <class X>
-  decltype(auto) operator()(const X& x, pair2 kernel_size, params p = {}) const {
-    p.kernel_size = kernel_size;
-    return apply(p, x);
-  }
 };
 inline constexpr max_pool2d_fn max_pool2d{};
 
@@ -100,7 +93,7 @@ struct avg_pool2d_fn : op_base<avg_pool2d_fn> {
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = avg_pool2d_params;
   static constexpr std::tuple fields{
-      positional("kernel_size", &params::kernel_size), positional("stride", &params::stride),
+      required("kernel_size", &params::kernel_size), positional("stride", &params::stride),
       positional("padding", &params::padding), positional("ceil_mode", &params::ceil_mode),
       positional("count_include_pad", &params::count_include_pad)};
 
@@ -123,13 +116,6 @@ struct avg_pool2d_fn : op_base<avg_pool2d_fn> {
     kernels::avg_pool2d(g, x.data<float>(), y.data<float>());
     return y;
   }
-
-  /// F::avg_pool2d(x, 2, {.stride = 2, .count_include_pad = false})
-  template <class X>
-  decltype(auto) operator()(const X& x, pair2 kernel_size, params p = {}) const {
-    p.kernel_size = kernel_size;
-    return apply(p, x);
-  }
 };
 inline constexpr avg_pool2d_fn avg_pool2d{};
 
@@ -144,7 +130,7 @@ struct adaptive_avg_pool2d_fn : op_base<adaptive_avg_pool2d_fn> {
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = adaptive_avg_pool2d_params;
-  static constexpr std::tuple fields{positional("oshp", &params::oshp)};
+  static constexpr std::tuple fields{required("oshp", &params::oshp)};
 
   static constexpr Shape infer_shape(const params& p, const Shape& x) {
     detail::require_nchw(target, x);
@@ -161,11 +147,6 @@ struct adaptive_avg_pool2d_fn : op_base<adaptive_avg_pool2d_fn> {
     kernels::adaptive_avg_pool2d(x.data<float>(), y.data<float>(), x.size(0), x.size(1), x.size(2), x.size(3), p.oshp.h,
                                  p.oshp.w);
     return y;
-  }
-
-  template <class X>
-  decltype(auto) operator()(const X& x, pair2 oshp) const {
-    return apply(params{oshp}, x);
   }
 };
 inline constexpr adaptive_avg_pool2d_fn adaptive_avg_pool2d{};

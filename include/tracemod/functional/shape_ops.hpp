@@ -47,11 +47,6 @@ struct flatten_fn : op_base<flatten_fn> {
     require_defined(target, "inp", x);  // any dtype: a view moves no data
     return x.reshape(infer_shape(p, x.shape()));
   }
-
-  template <class X>
-  decltype(auto) operator()(const X& x, const params& p = {}) const {
-    return apply(p, x);
-  }
 };
 inline constexpr flatten_fn flatten{};
 
@@ -67,7 +62,7 @@ struct reshape_fn : op_base<reshape_fn> {
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = reshape_params;
-  static constexpr std::tuple fields{positional("target_shape", &params::target_shape)};
+  static constexpr std::tuple fields{required("target_shape", &params::target_shape)};
 
   static constexpr Shape infer_shape(const params& p, const Shape& x) {
     const auto fail = [&](const std::string& why) {
@@ -104,11 +99,6 @@ struct reshape_fn : op_base<reshape_fn> {
     require_defined(target, "inp", x);  // any dtype: a view moves no data
     return x.reshape(infer_shape(p, x.shape()));
   }
-
-  template <class X>
-  decltype(auto) operator()(const X& x, const int_list& target_shape) const {
-    return apply(params{target_shape}, x);
-  }
 };
 inline constexpr reshape_fn reshape{};
 
@@ -123,7 +113,7 @@ struct transpose_fn : op_base<transpose_fn> {
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = transpose_params;
-  static constexpr std::tuple fields{positional("pattern", &params::pattern)};
+  static constexpr std::tuple fields{required("pattern", &params::pattern)};
 
   static std::array<std::size_t, Shape::max_rank> permutation(const params& p, const Shape& x) {
     // Only negative axes are checked here (they have no size_t form); transposed_shape checks the rest.
@@ -147,11 +137,6 @@ struct transpose_fn : op_base<transpose_fn> {
     Tensor y = Tensor::empty(kernels::transposed_shape(x.shape(), pspan, target));
     kernels::transpose(x.data<float>(), x.shape(), pspan, y.data<float>());
     return y;
-  }
-
-  template <class X>
-  decltype(auto) operator()(const X& x, const int_list& pattern) const {
-    return apply(params{pattern}, x);
   }
 };
 inline constexpr transpose_fn transpose{};
@@ -193,14 +178,15 @@ struct concat_fn : op_base<concat_fn> {
     return eager(p, std::apply([](const auto&... t) { return std::vector<Tensor>{Tensor(t)...}; }, inps));
   }
 
-  /// F::concat({a, b}, {.axis = 1})
-  template <std::derived_from<Tensor> T>
-  decltype(auto) operator()(std::initializer_list<T> inps, const params& p = {}) const {
-    return apply(p, std::vector<Tensor>(inps.begin(), inps.end()));
+  /// A braced list of tensors is a vector: F::concat({a, b}, 1), F::concat({a, b}, {.axis = 1}).
+  using op_base::operator();
+  template <std::derived_from<Tensor> T, class... Rest>
+  decltype(auto) operator()(std::initializer_list<T> inps, const Rest&... rest) const {
+    return (*this)(std::vector<Tensor>(inps.begin(), inps.end()), rest...);
   }
-  template <class Seq>
-  decltype(auto) operator()(const Seq& inps, const params& p = {}) const {
-    return apply(p, inps);
+  template <std::derived_from<Tensor> T>
+  decltype(auto) operator()(std::initializer_list<T> inps, const params& p) const {
+    return (*this)(std::vector<Tensor>(inps.begin(), inps.end()), p);
   }
 };
 inline constexpr concat_fn concat{};

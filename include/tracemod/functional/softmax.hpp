@@ -44,11 +44,6 @@ struct softmax_fn : op_base<softmax_fn> {
     kernels::softmax(x.data<float>(), y.data<float>(), outer, len, inner);
     return y;
   }
-
-  template <class X>
-  decltype(auto) operator()(const X& x, const params& p = {}) const {
-    return apply(p, x);
-  }
 };
 inline constexpr softmax_fn softmax{};
 

@@ -28,11 +28,6 @@ struct tensor_binary_method : op_base<Derived> {
     else
       return detail::eager_binary<Derived, KernelOp>(self, other);
   }
-
-  template <class S, class O>
-  decltype(auto) operator()(const S& self, const O& other) const {
-    return op_base<Derived>::apply(params{}, self, other);
-  }
 };
 
 #define TRACEMOD_DEFINE_TENSOR_METHOD(op_name, method_name, kernel, reflected)               \
