@@ -3,9 +3,8 @@
 // iteration count one read of each input and one write of the output, so "of_triad" says how close
 // the one fused pass comes to streaming bandwidth (issue 4's bars: >= 0.85 of triad, and >= 2.5x
 // the eager time, which makes one pass per op and materialises every intermediate). Every call
-// allocates its 64 MiB result; glibc maps and unmaps such blocks per call, so the kernel's page
-// faults are part of the time. GLIBC_TUNABLES=glibc.malloc.mmap_max=0 keeps freed blocks for reuse
-// and shows the loop alone.
+// allocates its 64 MiB result; the buffer pool (core/storage.hpp) hands back the block the previous
+// iteration freed, so no page fault is timed.
 #include <tracemod/core/factories.hpp>
 #include <tracemod/functional/elementwise.hpp>
 #include <tracemod/functional/tensor_methods.hpp>

@@ -1,6 +1,7 @@
 // Full-width ResNet-18, batch 1, 3x224x224, eval mode, single thread: the module forward next to
-// the sum of its conv/linear kernel calls (each distinct shape timed through F::conv2d/F::linear and
-// weighted by how often the network runs it), so the time spent outside those kernels shows.
+// the sum of its conv/linear kernel calls (each layer through F::conv2d/F::linear with its own
+// weights and its own input, as in the forward: no call finds another's operands in cache), so the
+// time spent outside those kernels shows.
 //
 //   BM_resnet18_forward          net(x)
 //   BM_resnet18_conv_linear_sum  every conv/linear call of one forward, back to back
@@ -34,12 +35,14 @@ struct resnet_fixture {
   models::ResNet net = models::resnet18();
   tmod::Tensor x = tmod::randn({1, 3, 224, 224}, 7);
   std::vector<conv_call> convs;  // distinct shapes, in order of first use
+  std::vector<conv_call> calls;  // every conv layer, in forward order (occurrences 1)
   tmod::Shape fc_input;
 
   resnet_fixture() {
     net.eval();
     // Walk the forward with infer_shape to find each conv's input shape.
     const auto use = [&](const M::Conv2d& conv, const tmod::Shape& in) {
+      calls.push_back({&conv, in, 1});
       for (conv_call& c : convs)
         if (c.input == in && c.conv->weight.shape() == conv.weight.shape() && c.conv->stride == conv.stride) {
           ++c.occurrences;
@@ -88,16 +91,15 @@ void BM_resnet18_conv_linear_sum(benchmark::State& state) {
   resnet_fixture& f = fixture();
   std::vector<tmod::Tensor> inputs;
   double flops = 2.0 * static_cast<double>(f.net.fc.weight.numel());
-  for (const conv_call& c : f.convs) {
-    inputs.push_back(tmod::randn(c.input, 3));
-    flops += c.occurrences * resnet_fixture::conv_flops(c);
+  for (const conv_call& c : f.calls) {
+    inputs.push_back(tmod::randn(c.input, 3 + inputs.size()));
+    flops += resnet_fixture::conv_flops(c);
   }
   const tmod::Tensor fc_x = tmod::randn(f.fc_input, 5);
   for (auto _ : state) {
-    for (std::size_t i = 0; i < f.convs.size(); ++i) {
-      const M::Conv2d& conv = *f.convs[i].conv;
-      for (int k = 0; k < f.convs[i].occurrences; ++k)
-        benchmark::DoNotOptimize(F::conv2d(inputs[i], conv.weight, tmod::none, conv.conv_params()));
+    for (std::size_t i = 0; i < f.calls.size(); ++i) {
+      const M::Conv2d& conv = *f.calls[i].conv;
+      benchmark::DoNotOptimize(F::conv2d(inputs[i], conv.weight, tmod::none, conv.conv_params()));
     }
     benchmark::DoNotOptimize(F::linear(fc_x, f.net.fc.weight, f.net.fc.bias));
   }

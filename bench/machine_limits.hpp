@@ -15,6 +15,9 @@
 
 namespace tracemod::bench {
 
+// Every bandwidth in bench/ counts bytes read + bytes written by the program, once each; the
+// read-for-ownership a cache does before writing a line (write-allocate) is not counted, for the
+// limits below and for every kernel alike (a triad counts 3 arrays, a copy 2).
 struct machine_limits_t {
   double peak_gflops;   ///< single-core FMA throughput, 2 flops per lane per FMA
   double triad_gbps;    ///< a[i] = b[i] + s*c[i] over arrays far larger than the LLC

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The project's two entry points (see README.md), runnable on a fresh Debian 12 machine:
 #   cmake/tracemod.sh demo   installs what is missing, builds and runs the main demo
-#   cmake/tracemod.sh test   installs what is missing, builds and runs every test, then again
-#                            under AddressSanitizer + UndefinedBehaviorSanitizer
+#   cmake/tracemod.sh test   installs what is missing, builds and runs every test (g++, -march=native),
+#                            the kernel tests once more with clang for AVX2 + FMA, the demo and a
+#                            short benchmark run, then the tests under AddressSanitizer +
+#                            UndefinedBehaviorSanitizer; docs/build.md lists what each part costs
 #   cmake/tracemod.sh bench  builds and runs the benchmarks (extra arguments go to Google Benchmark)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ cmake ninja-build libboost-dev xtensor-dev libxsimd-dev doctest-dev libbenchmark-dev)
+packages=(g++ clang cmake ninja-build libboost-dev xtensor-dev libxsimd-dev doctest-dev libbenchmark-dev)
 
 install_missing() {
   local missing=()
@@ -27,6 +29,27 @@ jobs=$(nproc)
 configure() {  # configure <build dir> <cmake args...>
   local dir=$1; shift
   cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  describe "$dir"
+}
+
+cache_value() {  # cache_value <build dir> <variable>
+  sed -n "s/^$2:[A-Z]*=//p" "$1/CMakeCache.txt"
+}
+
+# The compiler and the flags CMake really passes (the build type's flags, not a guess of them).
+describe() {
+  local dir=$1 type cxx
+  type=$(cache_value "$dir" CMAKE_BUILD_TYPE)
+  cxx=$(cache_value "$dir" CMAKE_CXX_COMPILER)
+  echo "   $cxx ($("$cxx" --version | head -1)), $type:" \
+    "$(cache_value "$dir" CMAKE_CXX_FLAGS) $(cache_value "$dir" "CMAKE_CXX_FLAGS_${type^^}")" \
+    "$([ "$(cache_value "$dir" TRACEMOD_NATIVE)" = ON ] && echo "-march=native (tracemod::native)")"
+}
+
+last_step=$SECONDS
+step() {  # step <title>: prints the title and how long the previous step took
+  echo "== $1 (previous step: $((SECONDS - last_step)) s)"
+  last_step=$SECONDS
 }
 
 case "${1:-}" in
@@ -38,16 +61,30 @@ case "${1:-}" in
     ;;
   test)
     install_missing
-    echo "== release build (-O2, -march=native)"
+    step "release build, every test"
     configure build/release -DCMAKE_BUILD_TYPE=Release
     cmake --build build/release -j "$jobs"
     ctest --test-dir build/release -j "$jobs" --output-on-failure
-    echo "== AddressSanitizer + UndefinedBehaviorSanitizer build (portable SSE2 kernels)"
+    step "the demo and one short benchmark run (so neither can rot)"
+    ./build/release/examples/quickstart >/dev/null
+    ./build/release/bench/tracemod_bench --benchmark_min_time=0.001 >/dev/null
+    if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+      step "clang, AVX2 + FMA only, -ffp-contract=fast: the kernel and fused-evaluation tests"
+      configure build/clang-avx2 -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
+        -DCMAKE_CXX_FLAGS="-mavx2 -mfma -ffp-contract=fast" -DTRACEMOD_NATIVE=OFF -DTRACEMOD_TESTS_SIMD_ONLY=ON \
+        -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
+      cmake --build build/clang-avx2 -j "$jobs"
+      ctest --test-dir build/clang-avx2 -j "$jobs" --output-on-failure
+    else
+      step "skipped: this CPU has no AVX2 + FMA for the clang AVX2 pass"
+    fi
+    step "AddressSanitizer + UndefinedBehaviorSanitizer build (portable SSE2 kernels)"
     configure build/sanitize -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
       -DTRACEMOD_SANITIZE=ON -DTRACEMOD_NATIVE=OFF \
       -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
     cmake --build build/sanitize -j "$jobs"
     ctest --test-dir build/sanitize -j "$jobs" --output-on-failure
+    step "done"
     ;;
   bench)
     install_missing

@@ -1,4 +1,4 @@
-// expect: cannot decide a branch
+// expect: a symbolic tensor has no value while tracing, so it cannot decide a branch (if/while/bool)
 // Converting a symbolic tensor to bool explicitly.
 #include <tracemod/trace.hpp>
 

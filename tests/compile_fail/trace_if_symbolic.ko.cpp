@@ -1,4 +1,4 @@
-// expect: cannot decide a branch
+// expect: a symbolic tensor has no value while tracing, so it cannot decide a branch (if/while/bool)
 // Branching with `if` on a symbolic tensor: it has no value while tracing.
 #include <tracemod/trace.hpp>
 

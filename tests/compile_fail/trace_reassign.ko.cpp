@@ -1,4 +1,4 @@
-// expect: operator=|overloaded '='
+// expect: a variable holding a symbolic tensor cannot be reassigned
 // A forward that reassigns a variable is not single-assignment: every call has its own node type, so
 // `x = x + 1` does not compile under the typed tracer (the run-time tracer handles it).
 #include <tracemod/trace.hpp>

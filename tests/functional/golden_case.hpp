@@ -135,6 +135,12 @@ inline std::vector<tmod::Tensor> inputs(const std::string& op_case, std::size_t 
   return in;
 }
 
+/// The ops for_each_case has run in this process (manifest.cpp checks them after the run).
+[[nodiscard]] inline std::set<std::string, std::less<>>& ran_ops() {
+  static std::set<std::string, std::less<>> ops;
+  return ops;
+}
+
 /// Calls run(case_name, args) for every case of `op`; a case that throws (an op error, a parameter
 /// the test does not map) fails with its name and the message, and the other cases still run.
 /// Returns the number of cases.
@@ -142,6 +148,7 @@ template <class Run>
 std::size_t for_each_case(std::string_view op, Run run) {
   const std::vector<std::string> names = golden::cases(op);
   REQUIRE_MESSAGE(!names.empty(), "the manifest lists no case of " << op);
+  ran_ops().emplace(op);
   for (const std::string& name : names) {
     INFO("golden case " << name);
     try {

@@ -149,7 +149,7 @@ TEST_CASE("batch_norm_training: variance of data far from zero") {
 }
 
 TEST_CASE("batch_norm_training: one value per channel is an error, an empty batch a no-op") {
-  std::vector<float> x = {1.0f, 2.0f}, y(2);
+  std::vector<float> x = {1.0f, 2.0f}, y(2, -7.0f);
   CHECK_THROWS_WITH_AS(
       k::batch_norm_training(x.data(), y.data(), 1, 2, 1, nullptr, nullptr, nullptr, nullptr, 0.1f, 1e-5f),
       doctest::Contains("more than 1 value per channel"), tracemod::value_error);
@@ -157,5 +157,8 @@ TEST_CASE("batch_norm_training: one value per channel is an error, an empty batc
   k::batch_norm_training(nullptr, nullptr, 0, 1, 5, nullptr, nullptr, &running_mean, &running_var, 0.1f, 1e-5f);
   CHECK(running_mean == 3);
   CHECK(running_var == 4);
-  k::batch_norm_inference(nullptr, nullptr, 0, 0, 5, nullptr, nullptr, nullptr, nullptr, 1e-5f);
+  const float mean = 0, var = 1;
+  CHECK_NOTHROW(k::batch_norm_inference(x.data(), y.data(), 0, 1, 2, &mean, &var, nullptr, nullptr, 1e-5f));
+  CHECK_NOTHROW(k::batch_norm_inference(x.data(), y.data(), 1, 0, 2, nullptr, nullptr, nullptr, nullptr, 1e-5f));
+  CHECK(y == std::vector<float>{-7.0f, -7.0f});  // no write
 }

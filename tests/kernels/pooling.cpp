@@ -323,11 +323,16 @@ TEST_CASE("pooling: validate() rejects what PyTorch rejects") {
   CHECK_THROWS_AS(k::adaptive_avg_pool2d(nullptr, nullptr, 1, 1, 3, 3, -1, 1), shape_error);
 }
 
-TEST_CASE("pooling: empty batch or channels") {
+TEST_CASE("pooling: empty batch or channels succeed and write nothing") {
+  // Real buffers holding a sentinel: a write (or a read past an empty input, under ASan) would show.
+  const std::vector<float> x = random_values(3 * 8 * 8, 9);
+  const std::vector<float> untouched(3 * 4 * 4, 42.0f);
+  std::vector<float> y = untouched;
   const auto g = geometry(0, 3, 8, 8, 3, 3, 2, 2, 1, 1);
-  k::max_pool2d(g, nullptr, nullptr);
-  k::avg_pool2d(g, nullptr, nullptr);
-  k::max_pool2d(geometry(2, 0, 8, 8, 2, 2, 2, 2, 0, 0), nullptr, nullptr);
-  k::adaptive_avg_pool2d(nullptr, nullptr, 0, 3, 7, 7, 1, 1);
-  k::adaptive_avg_pool2d(nullptr, nullptr, 1, 3, 7, 7, 0, 1);
+  CHECK_NOTHROW(k::max_pool2d(g, x.data(), y.data()));
+  CHECK_NOTHROW(k::avg_pool2d(g, x.data(), y.data()));
+  CHECK_NOTHROW(k::max_pool2d(geometry(2, 0, 8, 8, 2, 2, 2, 2, 0, 0), x.data(), y.data()));
+  CHECK_NOTHROW(k::adaptive_avg_pool2d(x.data(), y.data(), 0, 3, 7, 7, 1, 1));
+  CHECK_NOTHROW(k::adaptive_avg_pool2d(x.data(), y.data(), 1, 3, 7, 7, 0, 1));
+  CHECK(y == untouched);
 }

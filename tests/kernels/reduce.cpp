@@ -119,8 +119,11 @@ TEST_CASE("reduce: empty extents") {
   CHECK_THROWS_WITH_AS(k::reduce_max(nullptr, y.data(), 1, 0, 3), doctest::Contains("length 0"),
                        tracemod::value_error);
   CHECK_THROWS_AS(k::reduce_min(nullptr, y.data(), 3, 0, 1), tracemod::value_error);
-  // Nothing to write: no error, no access.
-  k::reduce_max(nullptr, nullptr, 0, 0, 3);
-  k::reduce_min(nullptr, nullptr, 2, 0, 0);
-  k::reduce_sum(nullptr, nullptr, 0, 5, 2);
+  // Nothing to write: no error, no write.
+  const std::vector<float> x(10, 1.0f), untouched(3, 42.0f);
+  y = untouched;
+  CHECK_NOTHROW(k::reduce_max(x.data(), y.data(), 0, 0, 3));
+  CHECK_NOTHROW(k::reduce_min(x.data(), y.data(), 2, 0, 0));
+  CHECK_NOTHROW(k::reduce_sum(x.data(), y.data(), 0, 5, 2));
+  CHECK(y == untouched);
 }

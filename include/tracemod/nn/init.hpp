@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -26,12 +27,15 @@ inline void manual_seed(std::uint64_t seed) noexcept { default_generator() = Gen
 
 namespace tracemod::nn::init {
 
-/// in_channels x receptive field of a weight (out, in, k...): PyTorch's fan_in.
+/// in_channels x receptive field of a weight (out, in, k...): PyTorch's fan_in. Computed from the
+/// extents after the first, so a weight with no output rows still has one (and no division by 0).
 [[nodiscard]] inline std::int64_t fan_in(const Tensor& weight) {
   if (weight.ndim() < 2)
     throw value_error("init.fan_in: a weight of shape " + weight.shape().to_string() +
                       " has no fan-in (it needs at least 2 dimensions)");
-  return weight.numel() / weight.size(0);
+  std::int64_t n = 1;
+  for (std::size_t axis = 1; axis < weight.ndim(); ++axis) n *= weight.shape()[axis];
+  return n;
 }
 
 inline void uniform_(Tensor& t, double low, double high, Generator& g = default_generator()) {

@@ -253,9 +253,9 @@ auto operator-(const A& a) {
     requires(symbolic<A> || symbolic<B>)                                                                       \
   bool operator op(const A&, const B&) {                                                                       \
     static_assert(detail::always_false_v<A, B>,                                                                \
-                  "tmod::symbolic_trace: comparing a symbolic tensor has no value while tracing, so it cannot " \
-                  "decide a branch; use F::maximum/F::minimum/F::relu, or the run-time tracer for "             \
-                  "data-dependent control flow");                                                              \
+                  "tmod::symbolic_trace: a comparison (==, <, ...) of symbolic tensors gives no bool while "           \
+                  "tracing; use F::maximum/F::minimum/F::relu, or the run-time tracer for data-dependent "             \
+                  "control flow");                                                                                     \
     return false;                                                                                              \
   }
 

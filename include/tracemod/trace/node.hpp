@@ -46,6 +46,9 @@ inline constexpr bool is_tuple_v<std::tuple<T...>> = true;
 
 /// Marker base: every symbolic tensor (typed-graph node) derives from it. A symbolic tensor has no
 /// value while tracing, so converting it to bool (`if (x)`, `bool(x)`) is rejected at compile time.
+/// Neither can a variable holding one be reassigned (`x = x + 1.f`): each operation has its own node
+/// type. Every node struct re-exports this operator= so that such an assignment picks it (an exact
+/// match) and stops with its message instead of a list of candidate assignment operators.
 struct node_base {
   template <class T = void>
   explicit operator bool() const {
@@ -54,6 +57,14 @@ struct node_base {
                   "branch (if/while/bool). Use tensor ops (F::maximum, F::relu, ...) or branch on a non-tensor "
                   "value; the run-time tracer handles data-dependent control flow");
     return false;
+  }
+
+  template <class T>
+  void operator=(const T&) {
+    static_assert(detail::always_false_v<T>,
+                  "tmod::symbolic_trace: a variable holding a symbolic tensor cannot be reassigned, because "
+                  "every traced operation has a type of its own. Name each result (auto y = x + 1.f) or use "
+                  "the run-time tracer");
   }
 };
 
@@ -79,6 +90,7 @@ inline constexpr bool has_static_shape_v = N::shape_info::is_static;
 /// A graph input. The shape given by the spec is what tracing infers shapes from.
 template <std::size_t I, class S>
 struct input_node : node_base {
+  using node_base::operator=;
   static constexpr node_kind kind = node_kind::input;
   static constexpr std::size_t index = I;
   using shape_info = S;
@@ -89,6 +101,7 @@ struct input_node : node_base {
 /// A tensor attribute of the module being traced (Parameter or Buffer), read at evaluation time.
 template <class T>
 struct attr_node : node_base {
+  using node_base::operator=;
   static constexpr node_kind kind = node_kind::get_attr;
   using shape_info = dynamic_dims;
   using attribute_type = T;
@@ -102,6 +115,7 @@ struct attr_node : node_base {
 
 /// A tensor with no graph node of its own (created in forward, or a global), frozen into the graph.
 struct constant_node : node_base {
+  using node_base::operator=;
   static constexpr node_kind kind = node_kind::constant;
   using shape_info = dynamic_dims;
   Tensor value;
@@ -116,6 +130,7 @@ struct scalar_leaf {
 /// A call of functional op `Op` with params `P` (Op::params) on operands Args.
 template <class Op, class P, class S, class... Args>
 struct op_node : node_base {
+  using node_base::operator=;
   static constexpr node_kind kind =
       Op::kind == functional::call_kind::method ? node_kind::call_method : node_kind::call_function;
   using op = Op;
@@ -129,6 +144,7 @@ struct op_node : node_base {
 /// A call of a builtin (opaque) module: evaluated by the module's own forward.
 template <class M, class... Args>
 struct builtin_call_node : node_base {
+  using node_base::operator=;
   static constexpr node_kind kind = node_kind::call_module;
   using module_type = M;
   using shape_info = dynamic_dims;
@@ -142,6 +158,7 @@ struct builtin_call_node : node_base {
 /// A call of a user module: G is the typed graph of its forward, traced with its own inputs.
 template <class M, class G, class... Args>
 struct module_call_node : node_base {
+  using node_base::operator=;
   static constexpr node_kind kind = node_kind::call_module;
   using module_type = M;
   using graph_type = G;
@@ -157,6 +174,7 @@ struct module_call_node : node_base {
 /// Output I of a user-module call whose forward returns a tuple.
 template <std::size_t I, class Call>
 struct output_node : node_base {
+  using node_base::operator=;
   static constexpr node_kind kind = node_kind::output;
   static constexpr std::size_t index = I;
   using call_type = Call;
