@@ -61,6 +61,15 @@ struct Inner : tmod::Module {
   auto forward(const auto& x) const { return fc(x); }
 };
 
+/// A scale chain that tmod::simplify folds into one multiplication.
+struct Chain : tmod::Module {
+  TM_MODULE(Chain)
+  auto forward(const auto& x) const {
+    auto a = x * 2;
+    return a * 3;
+  }
+};
+
 /// A multi-output call, a user module called twice the same way (one graph), a builtin module called
 /// twice, and a diamond of shared calls.
 struct Reuse : tmod::Module {
@@ -187,6 +196,21 @@ TEST_CASE("lowering: ResNet-18 lowers to trace_module's TracedModule (width 8 an
     check_bitwise(lowered(x), traced(x));
     check_bitwise(lowered(x), m(x));
   }
+}
+
+TEST_CASE("lowering: a simplified graph lowers its rewritten calls; folded scalars are floats") {
+  Chain m;
+  const auto g = tmod::simplify(tmod::symbolic_trace(m, tmod::spec({2})));
+  const tmod::TracedModule lowered = tmod::to_traced_module(g);
+  CHECK(tmod::graph::to_string(lowered.graph()) ==
+        "Chain.Graph (self, x) {\n"
+        "\t%2:\tmul_out = x.__mul__(6.0, )\n"
+        "\treturn mul_out\n"
+        "}");
+  tmod::check(lowered.graph());
+  tmod::TracedModule run = lowered;
+  const tmod::Tensor x = tmod::tensor({1.5f, -2.f});
+  check_bitwise(run(x), g(x));
 }
 
 TEST_CASE("lowering: a graph traced from a lambda has no module tree and is rejected") {
