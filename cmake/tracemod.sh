@@ -69,7 +69,7 @@ case "${1:-}" in
     ./build/release/examples/quickstart >/dev/null
     ./build/release/bench/tracemod_bench --benchmark_min_time=0.001 >/dev/null
     if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
-      step "clang, AVX2 + FMA only, -ffp-contract=fast: the kernel and fused-evaluation tests"
+      step "clang, AVX2 + FMA only, -ffp-contract=fast: the kernel, fused-evaluation and graph-printing tests"
       configure build/clang-avx2 -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
         -DCMAKE_CXX_FLAGS="-mavx2 -mfma -ffp-contract=fast" -DTRACEMOD_NATIVE=OFF -DTRACEMOD_TESTS_SIMD_ONLY=ON \
         -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF

@@ -1,8 +1,9 @@
-// The runtime graph layer: Node/Expr/Graph, tmod::Sym recording, printing, queries, the
+// The runtime graph layer: Node/Expr/Graph, tmod::Sym recording, printing, DOT, queries, the
 // interpreter and the checker.
 #pragma once
 
 #include <tracemod/graph/check.hpp>
+#include <tracemod/graph/dot.hpp>
 #include <tracemod/graph/expr.hpp>
 #include <tracemod/graph/filter.hpp>
 #include <tracemod/graph/graph.hpp>

@@ -193,6 +193,8 @@ class Graph {
     const std::vector<NodeValue> in{NodeValue(Value(inputs))...};
     return pack_outputs(run(*owner_, in));
   }
+  /// The graph and the graphs it calls in Graphviz's DOT language (graph/dot.hpp).
+  [[nodiscard]] std::string to_dot() const;
   /// The nested output Value of run()'s flat results.
   [[nodiscard]] Value pack_outputs(const std::vector<NodeValue>& flat) const;
 
@@ -921,5 +923,7 @@ inline Value Graph::pack_outputs(const std::vector<NodeValue>& flat) const {
 
 }  // namespace tracemod::graph
 
-// Running a graph needs the interpreter; every user of Graph gets it.
+// Running a graph needs the interpreter; every user of Graph gets it, and Graph::to_dot()'s
+// definition (dot.hpp, which needs the printer, so the printer includes it at its end).
 #include <tracemod/graph/interpreter.hpp>
+#include <tracemod/graph/print.hpp>

@@ -124,3 +124,6 @@ inline std::string format_ids(const Graph& g) { return to_string(g, NodeFormat::
 namespace tracemod {
 using graph::format_ids;
 }  // namespace tracemod
+
+// Graph::to_dot() draws exprs with this printer; defined here so that every user of Graph has it.
+#include <tracemod/graph/dot.hpp>

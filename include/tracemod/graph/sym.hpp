@@ -137,6 +137,14 @@ std::string signature_of(const A&... a) {
   return "(" + s + ")";
 }
 
+/// Records a call of op `Op` with `params` on recorded operands; returns its output node.
+template <class Op, class P>
+Node* record_op_call(Recorder& r, const P& params, const std::vector<CallArg>& operands) {
+  std::vector<Value> values;
+  functional::for_each_param<Op>(params, [&](std::string_view, const auto& v, bool) { values.push_back(functional::to_value(v)); });
+  return r.graph().create_op_call(functional::entry_of<Op>(), operands, values)->output();
+}
+
 /// Forward's return value <-> the nodes of a graph's outputs: Sym, std::tuple / std::pair /
 /// std::vector of those (nested), or a Tensor (frozen into the graph as a Constant).
 template <class R>
@@ -197,18 +205,15 @@ template <class Op, class P, class... A>
   requires(detail::involves_sym<A> || ...)
 Sym tracemod_apply(Op, const P& params, const A&... args) {
   Recorder& r = Recorder::current(Op::target);
-  const std::vector<CallArg> operands{detail::to_arg(r, args)...};
-  std::vector<Value> values;
-  functional::for_each_param<Op>(params, [&](std::string_view, const auto& v, bool) { values.push_back(functional::to_value(v)); });
-  return Sym(r.graph().create_op_call(functional::entry_of<Op>(), operands, values)->output());
+  return Sym(detail::record_op_call<Op>(r, params, {detail::to_arg(r, args)...}));
 }
 
 namespace detail {
 
-template <class M, class... A>
-Sym record_builtin_call(Recorder& r, const M& m, const A&... args) {
-  ModuleNode* callee = r.module_node(m);
-  const std::vector<CallArg> call_args{to_arg(r, args)...};
+/// Records the call of builtin module `m` (whose node is `callee`) on recorded arguments, which
+/// must be tensor nodes; the output shape is the module's own inference.
+inline Node* record_builtin_call_args(Recorder& r, const Module& m, ModuleNode* callee,
+                                      const std::vector<CallArg>& call_args, std::string signature) {
   std::vector<Shape> shapes;
   for (const CallArg& a : call_args) {
     const auto* n = std::get_if<Node*>(&a);
@@ -217,7 +222,38 @@ Sym record_builtin_call(Recorder& r, const M& m, const A&... args) {
     shapes.push_back(static_cast<const TensorNode*>(*n)->shape());
   }
   const Shape out = m.infer_shape_erased(shapes);
-  return Sym(r.graph().create_module_call(callee, call_args, signature_of(args...), {{out, DType::float32}})->output());
+  return r.graph().create_module_call(callee, call_args, std::move(signature), {{out, DType::float32}})->output();
+}
+
+template <class M, class... A>
+Sym record_builtin_call(Recorder& r, const M& m, const A&... args) {
+  ModuleNode* callee = r.module_node(m);
+  const std::vector<CallArg> call_args{to_arg(r, args)...};
+  return Sym(record_builtin_call_args(r, m, callee, call_args, signature_of(args...)));
+}
+
+/// A new, empty graph for user module `m` (whose node in the recording graph is `callee`) called
+/// with `signature`: named after the callee node in the caller's namespace, with its `self` input.
+inline Graph& add_callee_graph(Recorder& r, ModuleTracer& tracer, const Module& m, const ModuleNode& callee,
+                               const std::string& signature) {
+  Graph& parent = r.graph();
+  const std::string qualname = callee.qualname();
+  Graph& g = tracer.add_graph(m, signature, "", qualname);
+  g.rename_graph(parent.names().create_unique_name(qualname, &g), qualname);
+  g.set_parent(&parent);
+  g.add_self_input("Module");
+  return g;
+}
+
+/// The (shape, dtype) of each output of a callee graph: the outputs of the call that uses it.
+inline std::vector<std::pair<Shape, DType>> callee_outputs(const Graph& sub) {
+  std::vector<std::pair<Shape, DType>> outs;
+  for (const Node* n : sub.outputs()) {
+    if (!n->is_tensor()) throw graph_error(sub.name() + ".Graph: a module cannot be an output");
+    const auto* t = static_cast<const TensorNode*>(n);
+    outs.emplace_back(t->shape(), t->dtype());
+  }
+  return outs;
 }
 
 template <class M, class... A>
@@ -235,13 +271,8 @@ auto record_user_call(Recorder& r, const M& m, const A&... args) {
   const std::string signature = signature_of(args...);
   Graph* sub = tracer->find_graph(m, signature);
   if (sub == nullptr) {
-    Graph& parent = r.graph();
-    const std::string qualname = callee->qualname();
-    Graph& g = tracer->add_graph(m, signature, "", qualname);
-    g.rename_graph(parent.names().create_unique_name(qualname, &g), qualname);
-    g.set_parent(&parent);
-    ModuleNode* self = g.add_self_input("Module");
-    Recorder sub_recorder(g, self, &m, tracer, &tracer->index_of(m));
+    Graph& g = add_callee_graph(r, *tracer, m, *callee, signature);
+    Recorder sub_recorder(g, static_cast<ModuleNode*>(g.inputs().front()), &m, tracer, &tracer->index_of(m));
     const auto input = [&](const auto& a) -> decltype(auto) {
       using T = std::remove_cvref_t<decltype(a)>;
       if constexpr (is_sym_v<T>) {
@@ -259,13 +290,7 @@ auto record_user_call(Recorder& r, const M& m, const A&... args) {
     sub = &g;
   }
   const std::vector<CallArg> call_args{to_arg(r, args)...};
-  std::vector<std::pair<Shape, DType>> outs;
-  for (const Node* n : sub->outputs()) {
-    if (!n->is_tensor()) throw graph_error(sub->name() + ".Graph: a module cannot be an output");
-    const auto* t = static_cast<const TensorNode*>(n);
-    outs.emplace_back(t->shape(), t->dtype());
-  }
-  Expr* e = r.graph().create_module_call(callee, call_args, signature, outs);
+  Expr* e = r.graph().create_module_call(callee, call_args, signature, callee_outputs(*sub));
   std::size_t next = 0;
   return output_tree<R>::unflatten(e->outputs(), next);
 }

@@ -41,7 +41,7 @@ auto to_operand(const A& a) {
   if constexpr (symbolic<A> || is_constant_scalar_v<A> || std::same_as<A, none_t>) {
     return a;
   } else if constexpr (functional::scalar_operand<A>) {
-    return scalar_leaf{static_cast<float>(a)};
+    return scalar_leaf::of(a);
   } else if constexpr (detail::is_attribute_tensor_v<A>) {
     return attr_node<A>{{}, Tensor(a), detail::tensor_path(a).value_or(""), a.shape()};
   } else if constexpr (std::derived_from<A, Tensor>) {

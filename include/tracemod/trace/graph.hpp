@@ -13,6 +13,10 @@
 #include <type_traits>
 #include <vector>
 
+namespace tracemod {
+class Module;
+}
+
 namespace tracemod::trace {
 
 namespace detail {
@@ -63,13 +67,16 @@ class typed_graph {
   using output_shape_info =
       typename std::conditional_t<multiple_outputs, detail::several_outputs, Out>::shape_info;
 
-  typed_graph(Out output, std::tuple<Inputs...> inputs, std::uint32_t call_count)
-      : output_(std::move(output)), inputs_(std::move(inputs)), call_count_(call_count) {}
+  typed_graph(Out output, std::tuple<Inputs...> inputs, std::uint32_t call_count, const Module* module = nullptr)
+      : output_(std::move(output)), inputs_(std::move(inputs)), call_count_(call_count), module_(module) {}
 
   [[nodiscard]] const Out& output() const noexcept { return output_; }
   [[nodiscard]] const std::tuple<Inputs...>& inputs() const noexcept { return inputs_; }
   /// Number of calls recorded (ids 0 .. call_count() - 1).
   [[nodiscard]] std::uint32_t call_count() const noexcept { return call_count_; }
+  /// The module whose forward was traced (what lowering builds the module tree from); null when a
+  /// plain callable was traced.
+  [[nodiscard]] const Module* module() const noexcept { return module_; }
 
   /// Evaluates the graph: a Tensor, or a std::tuple of Tensors for several outputs.
   template <class... T>
@@ -121,6 +128,7 @@ class typed_graph {
   Out output_;
   std::tuple<Inputs...> inputs_;
   std::uint32_t call_count_;
+  const Module* module_;
 };
 
 }  // namespace tracemod::trace

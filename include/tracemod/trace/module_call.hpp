@@ -87,7 +87,7 @@ auto tracemod_call_module(const M& m, const A&... args) {
       return std::apply(
           [&](const auto&... in) {
             return typed_graph<decltype(output), std::remove_cvref_t<decltype(in)>...>{output, inputs,
-                                                                                       scope.id_count()};
+                                                                                       scope.id_count(), &m};
           },
           inputs);
     }();

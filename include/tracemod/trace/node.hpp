@@ -122,9 +122,26 @@ struct constant_node : node_base {
   Shape shape;
 };
 
-/// A number passed where an op takes a scalar; a const value of the call, not a node.
+/// A number passed where an op takes a scalar; a const value of the call, not a node. Evaluation
+/// reads `value`; lowering records the number as the C++ argument was written (`x * 2` prints `2`,
+/// `x * 0.1` prints `0.1`), as the run-time tracer does.
 struct scalar_leaf {
-  float value;
+  enum class source : std::uint8_t { single, integer, real };  ///< float, an integer type, double
+
+  float value = 0.0f;
+  source type = source::single;
+  double written = 0.0;  ///< the argument as written (an integer or a double keeps its precision)
+
+  constexpr explicit scalar_leaf(float v) noexcept : value(v), written(v) {}
+
+  /// The leaf of an arithmetic argument, remembering its type.
+  template <class A>
+  static constexpr scalar_leaf of(A a) noexcept {
+    scalar_leaf s(static_cast<float>(a));
+    s.written = static_cast<double>(a);
+    s.type = std::is_integral_v<A> ? source::integer : std::same_as<A, float> ? source::single : source::real;
+    return s;
+  }
 };
 
 /// A call of functional op `Op` with params `P` (Op::params) on operands Args.

@@ -220,7 +220,7 @@ auto simplify_graph(const G& g) {
   auto out = simplify_node(g.output());
   return std::apply(
       [&](const auto&... in) {
-        return typed_graph<decltype(out), std::remove_cvref_t<decltype(in)>...>{out, g.inputs(), g.call_count()};
+        return typed_graph<decltype(out), std::remove_cvref_t<decltype(in)>...>{out, g.inputs(), g.call_count(), g.module()};
       },
       g.inputs());
 }

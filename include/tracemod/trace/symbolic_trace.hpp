@@ -35,6 +35,15 @@ auto make_inputs(std::index_sequence<I...>, const Specs&... specs) {
   return std::tuple{make_input<I>(specs)...};
 }
 
+/// The traced module, or null for a plain callable.
+template <class F>
+const Module* module_of(const F& f) {
+  if constexpr (std::derived_from<F, Module>)
+    return &f;
+  else
+    return nullptr;
+}
+
 template <class S>
 inline constexpr bool is_spec_v = std::same_as<S, dynamic_spec>;
 template <std::int64_t... D>
@@ -54,7 +63,8 @@ auto symbolic_trace(const F& f, const Specs&... specs) {
       [&](const auto&... in) { return detail::normalize_output(detail::invoke_forward(f, in...)); }, inputs);
   return std::apply(
       [&](const auto&... in) {
-        return typed_graph<decltype(output), std::remove_cvref_t<decltype(in)>...>{output, inputs, scope.id_count()};
+        return typed_graph<decltype(output), std::remove_cvref_t<decltype(in)>...>{output, inputs, scope.id_count(),
+                                                                                        detail::module_of(f)};
       },
       inputs);
 }

@@ -93,6 +93,22 @@ class TraceSession final : public graph::ModuleTracer {
 template <class T>
 inline constexpr bool is_trace_options_v = std::same_as<std::remove_cvref_t<T>, TraceOptions>;
 
+/// The graph of the traced module's forward, with its `self` input.
+inline graph::Graph& add_top_graph(TracedModule& top) {
+  const std::string name(top.type_name());
+  graph::Graph& g = top.add_graph("", std::make_unique<graph::Graph>(name, name, &top));
+  g.add_self_input("Module");
+  return g;
+}
+
+/// Makes `top` the finished result of a trace: every graph compiled (dead exprs dropped), marked as
+/// the top module, ids numbered across the hierarchy.
+inline void finish_trace(TracedModule& top) {
+  for (graph::Graph* sub : top.graph().graphs(true)) sub->compile();  // as MegEngine builds every traced graph
+  top.set_top(true);
+  top.reset_ids();
+}
+
 /// Compares eager and traced outputs; throws graph_error naming the first differing leaf.
 inline void check_outputs(const Value& eager, const Value& traced, double rtol, const std::string& where) {
   if (eager.kind() != traced.kind()) throw graph_error(where + ": the traced output's structure differs from eager mode");
@@ -145,9 +161,8 @@ TracedModule trace_impl(const M& module, const Inputs& inputs, const std::vector
   TraceSession session(module);
   const std::unique_ptr<TracedModule> root = session.release_root();
   TracedModule& top = *root;
-  graph::Graph& g = top.add_graph("", std::make_unique<graph::Graph>(std::string(module.type_name()),
-                                                                      std::string(module.type_name()), &top));
-  graph::ModuleNode* self = g.add_self_input("Module");
+  graph::Graph& g = add_top_graph(top);
+  auto* self = static_cast<graph::ModuleNode*>(g.inputs().front());
   {
     graph::Recorder recorder(g, self, &module, &session, &session.index_of(module));
     std::size_t k = 0;
@@ -171,9 +186,7 @@ TracedModule trace_impl(const M& module, const Inputs& inputs, const std::vector
     const R out = std::apply([&](const auto&... s) { return module.forward(s...); }, syms);
     g.set_outputs(graph::detail::output_tree<R>::flatten(recorder, out));
   }
-  for (graph::Graph* sub : g.graphs(true)) sub->compile();  // as MegEngine builds every traced graph
-  top.set_top(true);
-  top.reset_ids();
+  finish_trace(top);
   if (options.check) {
     const Value eager = std::apply([&](const auto&... a) { return to_value_tree(module.forward(a...)); }, inputs);
     std::vector<graph::NodeValue> in;
