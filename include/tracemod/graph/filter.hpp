@@ -94,7 +94,10 @@ class BaseFilter {
   [[nodiscard]] std::string describe() const {
     if (items_.empty()) return "";
     std::string s = " (ids";
-    for (std::size_t i = 0; i < items_.size() && i < 8; ++i) s += " " + std::to_string(items_[i]->id());
+    for (std::size_t i = 0; i < items_.size() && i < 8; ++i) {
+      s += ' ';  // appended piecewise: g++ 12 misreports -Wrestrict on "literal" + std::string&&
+      s += std::to_string(items_[i]->id());
+    }
     return s + (items_.size() > 8 ? " ...)" : ")");
   }
 

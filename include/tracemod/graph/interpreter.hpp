@@ -228,7 +228,7 @@ class ExecutionPlan {
   void release(std::vector<NodeValue>& values, std::uint32_t i) {
     live_bytes_ -= counted_[i];
     counted_[i] = 0;
-    values[i] = Value{};
+    values[i].emplace<Value>();  // in place: assigning a temporary trips g++ 12's -Wmaybe-uninitialized
   }
 
   void execute(const Step& s, std::vector<NodeValue>& values) {

@@ -106,7 +106,11 @@ inline std::string to_string(const Graph& g, NodeFormat f = NodeFormat::name) {
   const auto inputs = g.inputs();
   for (std::size_t i = 0; i < inputs.size(); ++i) ins += (i ? ", " : "") + detail::node_text(inputs[i], f);
   std::string body;
-  for (const auto& e : g.expr_list_()) body += "\t" + to_string(*e, f) + "\n";
+  for (const auto& e : g.expr_list_()) {
+    body += '\t';  // appended piecewise: g++ 12 misreports -Wrestrict on "literal" + std::string&&
+    body += to_string(*e, f);
+    body += '\n';
+  }
   if (body.empty()) body = "\t\n";
   return g.name() + ".Graph (" + ins + ") {\n" + body + "\treturn " + detail::tree_text(g.output_tree(), f, true) +
          "\n}";
