@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ cmake ninja-build libboost-dev xtensor-dev libxsimd-dev doctest-dev libbenchmark-dev)
+packages=(g++ cmake ninja-build libboost-dev xtensor-dev libxsimd-dev doctest-dev libbenchmark-dev nlohmann-json3-dev)
 
 install_missing() {
   local missing=()
