@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ clang cmake ninja-build libboost-dev xtensor-dev libxsimd-dev doctest-dev libbenchmark-dev)
+packages=(g++ clang cmake ninja-build libboost-dev xtensor-dev libxsimd-dev doctest-dev libbenchmark-dev nlohmann-json3-dev)
 
 install_missing() {
   local missing=()
@@ -93,8 +93,22 @@ case "${1:-}" in
     shift
     ./build/release/bench/tracemod_bench "$@"
     ;;
+  fuzz)  # fuzz [seconds per target, default 60]: the libFuzzer targets of tests/fuzz, ASan + UBSan
+    packages+=(clang-14 libclang-rt-14-dev)
+    install_missing
+    seconds=${2:-60}
+    configure build/fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+      -DCMAKE_CXX_COMPILER=clang++-14 -DTRACEMOD_FUZZ=ON -DTRACEMOD_NATIVE=OFF \
+      -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
+    cmake --build build/fuzz -j "$jobs" --target fuzz_load fuzz_npy
+    mkdir -p build/fuzz/corpus/load build/fuzz/corpus/npy
+    ./build/fuzz/tests/fuzz_load -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
+      build/fuzz/corpus/load tests/data/serialize
+    ./build/fuzz/tests/fuzz_npy -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
+      build/fuzz/corpus/npy tests/data/conv2d
+    ;;
   *)
-    echo "usage: cmake/tracemod.sh demo|test|bench [benchmark args]" >&2
+    echo "usage: cmake/tracemod.sh demo|test|bench [benchmark args]|fuzz [seconds]" >&2
     exit 2
     ;;
 esac

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -95,9 +96,16 @@ class Storage {
   explicit Storage(std::size_t bytes)
       : bytes_(bytes), allocated_((bytes + alignment - 1) / alignment * alignment + alignment),
         data_(detail::buffer_pool::instance().acquire(allocated_)) {}
+  /// Refers to `bytes` of memory owned by `owner` (a memory-mapped file) instead of allocating:
+  /// loaded weights are used in place. `data` must be 64-byte aligned and writable (map the file
+  /// copy-on-write so that writes never reach it).
+  Storage(std::byte* data, std::size_t bytes, std::shared_ptr<const void> owner)
+      : bytes_(bytes), allocated_(0), data_(data), owner_(std::move(owner)) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
-  ~Storage() { detail::buffer_pool::instance().release(data_, allocated_); }
+  ~Storage() {
+    if (!owner_) detail::buffer_pool::instance().release(data_, allocated_);
+  }
 
   [[nodiscard]] std::byte* data() noexcept { return data_; }
   [[nodiscard]] const std::byte* data() const noexcept { return data_; }
@@ -107,6 +115,7 @@ class Storage {
   std::size_t bytes_;
   std::size_t allocated_;
   std::byte* data_;
+  std::shared_ptr<const void> owner_;  // set for memory owned elsewhere
 };
 
 }  // namespace tracemod

@@ -34,6 +34,21 @@ class Tensor {
     return t;
   }
 
+  /// A tensor over the first bytes of an existing buffer (the serializer's mapped weights); throws
+  /// value_error if the buffer is smaller than the shape needs.
+  [[nodiscard]] static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape,
+                                           DType dtype = DType::float32) {
+    const std::size_t need = static_cast<std::size_t>(shape.numel()) * itemsize(dtype);
+    if (storage == nullptr || storage->bytes() < need)
+      throw value_error("Tensor.from_storage: a buffer of " + std::to_string(storage ? storage->bytes() : 0) +
+                        " bytes is too small for " + shape.to_string() + " " + std::string(dtype_name(dtype)));
+    Tensor t;
+    t.shape_ = shape;
+    t.dtype_ = dtype;
+    t.storage_ = std::move(storage);
+    return t;
+  }
+
   [[nodiscard]] bool defined() const noexcept { return storage_ != nullptr; }
   [[nodiscard]] const Shape& shape() const noexcept { return shape_; }
   [[nodiscard]] DType dtype() const noexcept { return dtype_; }

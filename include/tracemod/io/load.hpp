@@ -1,0 +1,530 @@
+// tmod::load: rebuilds a TracedModule from tracemod's file format (docs/file-format.md), validating
+// everything it reads: every malformed, truncated, corrupted or hostile input raises format_error
+// naming what is wrong and where. Graphs are rebuilt through Graph's construction API (so a file
+// cannot build an inconsistent graph), then names and ids are restored and graph::check runs.
+#pragma once
+
+#include <tracemod/core/error.hpp>
+#include <tracemod/core/storage.hpp>
+#include <tracemod/core/tensor.hpp>
+#include <tracemod/core/value.hpp>
+#include <tracemod/functional/registry.hpp>
+#include <tracemod/graph/check.hpp>
+#include <tracemod/graph/graph.hpp>
+#include <tracemod/io/crc32c.hpp>
+#include <tracemod/io/format.hpp>
+#include <tracemod/io/loaders.hpp>
+#include <tracemod/io/mapped_file.hpp>
+#include <tracemod/nn/builtin_registry.hpp>
+#include <tracemod/traced_module/traced_module.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace tracemod {
+
+/// Options of load.
+struct LoadOptions {
+  /// Verify every tensor blob's CRC32C (the header and JSON checksums are always verified). Turning
+  /// it off makes load touch no weight page; corrupted weights then go unnoticed.
+  bool verify_tensor_checksums = true;
+};
+
+namespace io::detail {
+
+class Reader {
+ public:
+  Reader(std::span<const std::byte> file, std::shared_ptr<MappedFile> map, const LoadOptions& options)
+      : file_(file), map_(std::move(map)), options_(options) {}
+
+  TracedModule read() {
+    try {
+      parse_header();
+      read_blobs();
+      read_tensors();
+      return read_modules();
+    } catch (const format_error&) {
+      throw;
+    } catch (const json::exception& e) {
+      throw format_error("load: " + where_ + ": malformed description: " + e.what());
+    } catch (const error& e) {
+      throw format_error("load: " + where_ + ": " + e.what());
+    } catch (const std::bad_alloc&) {
+      throw format_error("load: " + where_ + ": out of memory");
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const { throw format_error("load: " + where_ + ": " + why); }
+
+  // ---- typed access to the JSON --------------------------------------------------------------------
+  const json& field(const json& j, const char* key) const {
+    if (!j.is_object()) fail("expected an object holding '" + std::string(key) + "'");
+    const auto it = j.find(key);
+    if (it == j.end()) fail("missing field '" + std::string(key) + "'");
+    return *it;
+  }
+  const json& array(const json& j, const char* key) const {
+    const json& a = field(j, key);
+    if (!a.is_array()) fail("field '" + std::string(key) + "' must be an array");
+    return a;
+  }
+  std::string string(const json& j, const char* key) const {
+    const json& s = field(j, key);
+    if (!s.is_string()) fail("field '" + std::string(key) + "' must be a string");
+    return s.get<std::string>();
+  }
+  std::int64_t integer(const json& j) const {
+    if (j.is_number_integer() && !(j.is_number_unsigned() && j.get<std::uint64_t>() > std::uint64_t(INT64_MAX)))
+      return j.get<std::int64_t>();
+    fail("expected an integer, got " + j.dump());
+  }
+  std::int64_t integer(const json& j, const char* key) const { return integer(field(j, key)); }
+  std::size_t index(const json& j, const char* key, std::size_t size, const char* what) const {
+    const std::int64_t i = integer(j, key);
+    if (i < 0 || static_cast<std::uint64_t>(i) >= size)
+      fail(std::string(what) + " index " + std::to_string(i) + " is out of range (" + std::to_string(size) + ")");
+    return static_cast<std::size_t>(i);
+  }
+  bool boolean(const json& j, const char* key) const {
+    const json& b = field(j, key);
+    if (!b.is_boolean()) fail("field '" + std::string(key) + "' must be a bool");
+    return b.get<bool>();
+  }
+  DType dtype(const json& j) const {
+    const std::string d = string(j, "dtype");
+    for (DType t : {DType::float32, DType::int32})
+      if (d == dtype_name(t)) return t;
+    fail("unknown dtype '" + d + "'");
+  }
+  /// A shape whose byte size fits: extents are checked before Shape computes their product.
+  Shape shape(const json& j, DType dt) const {
+    const json& a = array(j, "shape");
+    if (a.size() > Shape::max_rank) fail("rank " + std::to_string(a.size()) + " exceeds " + std::to_string(Shape::max_rank));
+    Shape s;
+    std::uint64_t bytes = itemsize(dt);
+    for (const json& d : a) {
+      const std::int64_t x = integer(d);
+      if (x < 0) fail("negative extent " + std::to_string(x));
+      if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(x), &bytes) ||
+          bytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        fail("shape " + a.dump() + " overflows");
+      s.push_back(x);
+    }
+    return s;
+  }
+  std::optional<QParams> qparams(const json& j) const {
+    const auto it = j.find("qparams");
+    if (it == j.end() || it->is_null()) return std::nullopt;
+    QParams q;
+    q.dtype_meta = string(*it, "dtype_meta");
+    const json& scale = field(*it, "scale");
+    if (!scale.is_number()) fail("qparams scale must be a number");
+    q.scale = scale.get<float>();
+    const std::int64_t zp = integer(*it, "zero_point");
+    if (zp < INT32_MIN || zp > INT32_MAX) fail("qparams zero_point out of range");
+    q.zero_point = static_cast<std::int32_t>(zp);
+    return q;
+  }
+
+  Value value(const json& j, int depth = 0) const {
+    if (depth > max_nesting) fail("values nest deeper than " + std::to_string(max_nesting));
+    if (j.is_null()) return none;
+    if (j.is_boolean()) return j.get<bool>();
+    if (j.is_number_integer()) return integer(j);
+    if (j.is_string()) return j.get<std::string>();
+    if (!j.is_object() || j.size() != 1) fail("malformed value " + j.dump());
+    const std::string& key = j.begin().key();
+    const json& v = j.begin().value();
+    if (key == "f32" || key == "f64") {
+      double x;
+      if (v.is_number()) x = v.get<double>();
+      else if (v == "nan") x = std::nan("");
+      else if (v == "inf") x = HUGE_VAL;
+      else if (v == "-inf") x = -HUGE_VAL;
+      else fail("malformed number " + v.dump());
+      return Value(Real{x, key == "f32"});
+    }
+    if (key == "tensor") return tensors_.at(index(j, "tensor", tensors_.size(), "tensor"));
+    if (key == "tuple" || key == "list") {
+      if (!v.is_array()) fail("malformed " + key);
+      ValueList items;
+      for (const json& x : v) items.push_back(value(x, depth + 1));
+      return key == "tuple" ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+    }
+    if (key == "dict") {
+      if (!v.is_array()) fail("malformed dict");
+      ValueDict items;
+      for (const json& kv : v) {
+        if (!kv.is_array() || kv.size() != 2 || !kv[0].is_string()) fail("malformed dict item " + kv.dump());
+        items.emplace_back(kv[0].get<std::string>(), value(kv[1], depth + 1));
+      }
+      return Value::dict(std::move(items));
+    }
+    fail("unknown value kind '" + key + "'");
+  }
+
+  // ---- header, blobs, tensors ------------------------------------------------------------------------
+  void parse_header() {
+    where_ = "header";
+    if (file_.size() < header_size) fail("the file has " + std::to_string(file_.size()) + " bytes, less than a header");
+    if (std::memcmp(file_.data(), file_magic.data(), file_magic.size()) != 0) fail("not a tracemod file (bad magic)");
+    const auto get = [&]<class T>(std::size_t at, T) {
+      T v;
+      std::memcpy(&v, file_.data() + at, sizeof v);
+      return v;
+    };
+    if (get(12, std::uint32_t{}) != byte_order_mark) fail("the file's byte order differs from this machine's");
+    if (get(60, std::uint32_t{}) != crc32c(file_.first(60))) fail("header checksum mismatch (the file is corrupted)");
+    version_ = get(8, std::uint32_t{});
+    if (version_ < 1 || version_ > format_version)
+      fail("format version " + std::to_string(version_) + " is not supported (this library reads 1 to " +
+           std::to_string(format_version) + ")");
+    const auto json_offset = get(24, std::uint64_t{});
+    const auto json_size = get(32, std::uint64_t{});
+    data_offset_ = get(40, std::uint64_t{});
+    data_size_ = get(48, std::uint64_t{});
+    const std::uint64_t size = file_.size();
+    if (json_offset != header_size || json_size > size - header_size)
+      fail("the description (" + std::to_string(json_size) + " bytes at " + std::to_string(json_offset) +
+           ") lies past the end of the file (" + std::to_string(size) + " bytes)");
+    if (data_offset_ % blob_alignment != 0 || data_offset_ < header_size + json_size || data_offset_ > size ||
+        data_size_ > size - data_offset_)
+      fail("the tensor data (" + std::to_string(data_size_) + " bytes at " + std::to_string(data_offset_) +
+           ") does not fit the file (" + std::to_string(size) + " bytes)");
+    const auto text = file_.subspan(header_size, json_size);
+    where_ = "description";
+    if (get(20, std::uint32_t{}) != crc32c(text)) fail("checksum mismatch (the file is corrupted)");
+    const auto* c = reinterpret_cast<const char*>(text.data());
+    doc_ = json::parse(c, c + text.size());
+    if (!doc_.is_object() || string(doc_, "format") != "tracemod") fail("not a tracemod description");
+  }
+
+  void read_blobs() {
+    const json& blobs = array(doc_, "blobs");
+    for (std::size_t i = 0; i < blobs.size(); ++i) {
+      where_ = "blob " + std::to_string(i);
+      const std::int64_t off = integer(blobs[i], "offset");
+      const std::int64_t n = integer(blobs[i], "nbytes");
+      if (off < 0 || n < 0 || static_cast<std::uint64_t>(off) % blob_alignment != 0 ||
+          static_cast<std::uint64_t>(off) > data_size_ || static_cast<std::uint64_t>(n) > data_size_ - static_cast<std::uint64_t>(off))
+        fail(std::to_string(n) + " bytes at offset " + std::to_string(off) + " lie past the end of the data (" +
+             std::to_string(data_size_) + " bytes)");
+      const auto bytes = file_.subspan(static_cast<std::size_t>(data_offset_ + static_cast<std::uint64_t>(off)),
+                                       static_cast<std::size_t>(n));
+      if (options_.verify_tensor_checksums && integer(blobs[i], "crc32c") != crc32c(bytes))
+        fail("checksum mismatch (the tensor bytes are corrupted)");
+      if (map_) {
+        auto* p = map_->data() + (bytes.data() - map_->data());
+        blobs_.push_back(std::make_shared<Storage>(p, bytes.size(), map_));
+      } else {
+        auto s = std::make_shared<Storage>(bytes.size());
+        if (!bytes.empty()) std::memcpy(s->data(), bytes.data(), bytes.size());
+        blobs_.push_back(std::move(s));
+      }
+    }
+  }
+
+  void read_tensors() {
+    const json& ts = array(doc_, "tensors");
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      where_ = "tensor " + std::to_string(i);
+      const std::size_t b = index(ts[i], "blob", blobs_.size(), "blob");
+      const DType dt = dtype(ts[i]);
+      const Shape s = shape(ts[i], dt);
+      if (static_cast<std::size_t>(s.numel()) * itemsize(dt) > blobs_[b]->bytes())
+        fail("shape " + s.to_string() + " " + std::string(dtype_name(dt)) + " needs more bytes than blob " + std::to_string(b) +
+             " holds (" + std::to_string(blobs_[b]->bytes()) + ")");
+      Tensor t = Tensor::from_storage(blobs_[b], s, dt);
+      t.set_qparams(qparams(ts[i]));
+      tensors_.push_back(std::move(t));
+    }
+  }
+
+  const Tensor& tensor_at(const json& j, const char* key) const { return tensors_[index(j, key, tensors_.size(), "tensor")]; }
+
+  // ---- modules ---------------------------------------------------------------------------------------
+  TracedModule read_modules() {
+    const json& ms = array(doc_, "modules");
+    if (ms.empty()) fail("the file holds no module");
+    std::vector<std::unique_ptr<Module>> built(ms.size());
+    std::vector<bool> claimed(ms.size(), false);
+    std::vector<TracedModule*> traced;
+    // Children have larger indices than their parents: build from the leaves up.
+    for (std::size_t i = ms.size(); i-- > 0;) {
+      where_ = "module " + std::to_string(i);
+      json upgraded;
+      const json* jp = &ms[i];
+      if (jp->is_object() && jp->contains("type") && (*jp)["type"].is_string()) {
+        const auto loaders = loader_table<module_loader>::instance().find((*jp)["type"].get<std::string>(), version_);
+        if (!loaders.empty()) {
+          upgraded = *jp;
+          for (const module_loader& f : loaders) f(upgraded);
+          jp = &upgraded;
+        }
+      }
+      const json& j = *jp;
+      const std::string type = string(j, "type");
+      where_ += " (" + type + ")";
+      const std::string kind = string(j, "kind");
+      std::unique_ptr<Module> m;
+      if (kind == "traced") {
+        auto tm = std::make_unique<TracedModule>(type);
+        for (const json& a : array(j, "attrs")) {
+          const std::string name = string(a, "name");
+          if (a.contains("module")) {
+            const std::size_t c = index(a, "module", ms.size(), "module");
+            if (c <= i || claimed[c]) fail("module " + std::to_string(c) + " cannot be attribute '" + name + "' (a cycle or a second parent)");
+            claimed[c] = true;
+            tm->setattr(name, std::move(built[c]));
+          } else if (a.contains("parameter")) {
+            tm->setattr(name, Parameter(tensor_at(a, "parameter")));
+          } else {
+            tm->setattr(name, Buffer(tensor_at(a, "buffer")));
+          }
+        }
+        tm->set_top(boolean(j, "top"));
+        const json& ids = array(j, "total_ids");
+        if (ids.size() != 2) fail("total_ids must hold 2 integers");
+        tm->set_total_ids({integer(ids[0]), integer(ids[1])});
+        traced.push_back(tm.get());
+        TracedModule& ref = *tm;
+        m = std::move(tm);
+        tracemod::detail::module_access::set_training_flag(*m, boolean(j, "training"));
+        for (const json& g : array(j, "graphs")) read_graph(ref, g);
+      } else if (kind == "builtin") {
+        const nn::builtin_entry* b = nn::builtin_registry::instance().find(type);
+        if (b == nullptr) fail("unknown builtin module type '" + type + "'");
+        m = b->make(value(field(j, "config")));
+        m->train(boolean(j, "training"));
+        const json& ts = array(j, "tensors");
+        auto own = m->named_tensors();
+        if (own.size() != ts.size())
+          fail("the config gives " + std::to_string(own.size()) + " tensors, the file " + std::to_string(ts.size()));
+        for (std::size_t k = 0; k < own.size(); ++k) {
+          if (!ts[k].is_array() || ts[k].size() != 2 || ts[k][0] != own[k].first)
+            fail("tensor " + std::to_string(k) + " should be '" + own[k].first + "', the file has " + ts[k].dump());
+          const Tensor& t = tensors_[index(json{{"t", ts[k][1]}}, "t", tensors_.size(), "tensor")];
+          own[k].second = t;
+        }
+      } else {
+        fail("unknown module kind '" + kind + "'");
+      }
+      built[i] = std::move(m);
+    }
+    where_ = "module tree";
+    for (std::size_t i = 1; i < ms.size(); ++i)
+      if (!claimed[i]) fail("module " + std::to_string(i) + " is attribute of no module");
+    auto* root = dynamic_cast<TracedModule*>(built[0].get());
+    if (root == nullptr) fail("the root module is not a traced module");
+    for (TracedModule* tm : traced)
+      for (const auto& [sig, g] : tm->graphs())
+        for (const auto& e : g->expr_list_())
+          if (graph::Graph* sub = e->graph()) sub->set_parent(g.get());
+    for (const auto& [sig, g] : root->graphs()) {
+      where_ = "graph " + g->name();
+      graph::check(*g);
+    }
+    return std::move(*root);
+  }
+
+  // ---- graphs ----------------------------------------------------------------------------------------
+  using node_map = std::unordered_map<std::int64_t, graph::Node*>;
+
+  graph::Node* node_ref(const node_map& nodes, const json& id) const {
+    const std::int64_t i = integer(id);
+    const auto it = nodes.find(i);
+    if (it == nodes.end()) fail("node %" + std::to_string(i) + " is used before it is defined");
+    return it->second;
+  }
+
+  /// Restores the saved name, qualname and id of a node the construction API just made.
+  void restore(graph::Node& n, const json& j, node_map& nodes) const {
+    const std::string name = string(j, "name");
+    if (n.name() != name) n.set_name(name);  // graph_error if taken or invalid
+    graph::node_access::qualname(n) = string(j, "q");
+    const std::int64_t id = integer(j, "id");
+    if (!nodes.emplace(id, &n).second) fail("node id %" + std::to_string(id) + " is defined twice");
+    graph::node_access::set_id(n, id);
+    if (n.is_tensor()) static_cast<graph::TensorNode&>(n).set_qparams(qparams(j));
+  }
+
+  graph::CallArg arg(const json& a, const node_map& nodes) const {
+    if (a.contains("node")) return node_ref(nodes, a["node"]);
+    if (a.contains("nodes")) {
+      std::vector<graph::Node*> v;
+      for (const json& id : array(a, "nodes")) v.push_back(node_ref(nodes, id));
+      return v;
+    }
+    return value(field(a, "value"));
+  }
+
+  graph::NodeTree tree(const json& t, const node_map& nodes, int depth = 0) const {
+    if (depth > max_nesting) fail("outputs nest deeper than " + std::to_string(max_nesting));
+    if (!t.is_object() || t.size() != 1) fail("malformed output tree " + t.dump());
+    const std::string& key = t.begin().key();
+    const json& v = t.begin().value();
+    if (key == "node") return graph::NodeTree::leaf(node_ref(nodes, v));
+    if (!v.is_array()) fail("malformed output tree " + t.dump());
+    if (key == "dict") {
+      std::vector<std::pair<std::string, graph::NodeTree>> items;
+      for (const json& kv : v) {
+        if (!kv.is_array() || kv.size() != 2 || !kv[0].is_string()) fail("malformed output dict item");
+        items.emplace_back(kv[0].get<std::string>(), tree(kv[1], nodes, depth + 1));
+      }
+      return graph::NodeTree::dict(std::move(items));
+    }
+    std::vector<graph::NodeTree> children;
+    for (const json& c : v) children.push_back(tree(c, nodes, depth + 1));
+    if (key == "tuple") return graph::NodeTree::tuple(std::move(children));
+    if (key == "list") return graph::NodeTree::list(std::move(children));
+    fail("unknown output tree kind '" + key + "'");
+  }
+
+  void check_output(const graph::Node& n, const json& j) const {
+    if (!n.is_tensor()) return;
+    const auto& t = static_cast<const graph::TensorNode&>(n);
+    const DType dt = dtype(j);
+    const Shape s = shape(j, dt);
+    if (t.shape() != s || t.dtype() != dt)
+      fail("node '" + string(j, "name") + "' is saved as " + s.to_string() + " " + std::string(dtype_name(dt)) +
+           " but its expr gives " + t.shape().to_string() + " " + std::string(dtype_name(t.dtype())));
+  }
+
+  void read_graph(TracedModule& owner, const json& gj) {
+    const std::string module_where = where_;
+    const std::string name = string(gj, "name");
+    where_ = module_where + ", graph " + name;
+    graph::Graph& g = owner.add_graph(string(gj, "signature"),
+                                      std::make_unique<graph::Graph>(name, string(gj, "qualname"), &owner));
+    node_map nodes;
+    const json& inputs = array(gj, "inputs");
+    if (inputs.empty()) fail("a graph needs its self input");
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const json& j = inputs[i];
+      graph::Node* n;
+      if (i == 0) {
+        n = g.add_self_input(string(j, "module_type"));
+      } else {
+        const DType dt = dtype(j);
+        n = g.add_tensor_input(string(j, "name"), shape(j, dt), dt);
+      }
+      restore(*n, j, nodes);
+      graph::expr_access::set_id(*n->expr(), integer(j, "expr"));
+    }
+    for (const json& saved : array(gj, "exprs")) {
+      if (saved.is_object() && saved.value("kind", "") == "op" && saved.contains("target") && saved["target"].is_string()) {
+        const auto loaders = loader_table<op_loader>::instance().find(saved["target"].get<std::string>(), version_);
+        if (!loaders.empty()) {
+          std::vector<json> exprs{saved};
+          for (const op_loader& f : loaders) {
+            std::vector<json> next;
+            for (json& x : exprs)
+              for (json& y : f(std::move(x))) next.push_back(std::move(y));
+            exprs = std::move(next);
+          }
+          for (const json& e : exprs) read_expr(g, e, nodes, module_where, name);
+          continue;
+        }
+      }
+      read_expr(g, saved, nodes, module_where, name);
+    }
+    where_ = module_where + ", graph " + name + ", outputs";
+    g.set_outputs(tree(field(gj, "outputs"), nodes));
+    where_ = module_where;
+  }
+
+  void read_expr(graph::Graph& g, const json& e, node_map& nodes, const std::string& module_where,
+                 const std::string& name) {
+    const std::int64_t id = integer(e, "id");
+    where_ = module_where + ", graph " + name + ", expr %" + std::to_string(id);
+    const std::string kind = string(e, "kind");
+    const json& outs = array(e, "out");
+    graph::Expr* made = nullptr;
+    if (kind == "get_attr") {
+      if (outs.size() != 1) fail("a getattr has one output");
+      graph::Node* base = node_ref(nodes, field(e, "base"));
+      if (base->is_tensor()) fail("getattr of a tensor node");
+      const json& o = outs[0];
+      graph::Node* n;
+      if (o.contains("module_type")) {
+        n = g.create_get_attr_module(base, string(e, "path"), string(o, "module_type"), string(o, "name"));
+      } else {
+        const DType dt = dtype(o);
+        n = g.create_get_attr_tensor(base, string(e, "path"), shape(o, dt), dt, string(o, "name"));
+      }
+      made = n->expr();
+    } else if (kind == "constant") {
+      if (outs.size() != 1) fail("a constant has one output");
+      made = g.create_constant(tensor_at(e, "tensor"), string(outs[0], "name"))->expr();
+    } else if (kind == "op") {
+      const std::string target = string(e, "target");
+      const functional::op_entry* op = functional::op_registry::instance().find(target);
+      if (op == nullptr) fail("unknown op '" + target + "'");
+      if (outs.size() != 1) fail("an op call has one output");
+      std::vector<graph::CallArg> operands;
+      for (const json& a : array(e, "args")) operands.push_back(arg(a, nodes));
+      std::vector<Value> params;
+      for (const json& p : array(e, "params")) params.push_back(value(p));
+      made = g.create_op_call(*op, operands, params);
+    } else if (kind == "module_call") {
+      graph::Node* callee = node_ref(nodes, field(e, "callee"));
+      if (callee->is_tensor()) fail("a module call of a tensor node");
+      std::vector<graph::CallArg> args;
+      for (const json& a : array(e, "args")) args.push_back(arg(a, nodes));
+      std::vector<std::pair<Shape, DType>> out_types;
+      for (const json& o : outs) {
+        const DType dt = dtype(o);
+        out_types.emplace_back(shape(o, dt), dt);
+      }
+      made = g.create_module_call(static_cast<graph::ModuleNode*>(callee), args, string(e, "signature"), out_types);
+    } else {
+      fail("unknown expr kind '" + kind + "'");
+    }
+    if (made->output_count() != outs.size()) fail("the expr has " + std::to_string(made->output_count()) + " outputs, the file " + std::to_string(outs.size()));
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      check_output(*made->output(k), outs[k]);
+      restore(*made->output(k), outs[k], nodes);
+    }
+    graph::expr_access::set_id(*made, id);
+  }
+
+  std::span<const std::byte> file_;
+  std::shared_ptr<MappedFile> map_;
+  LoadOptions options_;
+  std::string where_ = "header";
+  std::uint32_t version_ = 0;
+  std::uint64_t data_offset_ = 0;
+  std::uint64_t data_size_ = 0;
+  json doc_;
+  std::vector<std::shared_ptr<Storage>> blobs_;
+  std::vector<Tensor> tensors_;
+};
+
+}  // namespace io::detail
+
+/// Loads a module saved by tmod::save, mapping the file copy-on-write: the tensors use the mapped
+/// bytes in place. Throws format_error naming what is wrong and where for any malformed file.
+[[nodiscard]] inline TracedModule load(const std::filesystem::path& path, const LoadOptions& options = {}) {
+  std::shared_ptr<io::MappedFile> map = io::MappedFile::open(path);
+  return io::detail::Reader(map->bytes(), map, options).read();
+}
+
+/// Loads from bytes in memory; the tensors are copied out, so `bytes` may go away afterwards.
+[[nodiscard]] inline TracedModule load(std::span<const std::byte> bytes, const LoadOptions& options = {}) {
+  return io::detail::Reader(bytes, nullptr, options).read();
+}
+
+}  // namespace tracemod
