@@ -295,20 +295,34 @@ inline void Node::set_name(const std::string& name) {
 }
 
 inline Module* ModuleNode::owner() const {
-  const Expr* e = expr();
-  if (e == nullptr) return nullptr;
-  switch (e->kind()) {
-    case ExprKind::input: return top_graph()->owner();
-    case ExprKind::constant: return const_cast<Module*>(e->const_module());
-    case ExprKind::get_attr: {
-      const auto* base = static_cast<const ModuleNode*>(e->inputs().front());
-      Module* m = base->owner();
-      if (m == nullptr || !m->has_attr(e->name())) return nullptr;
-      AttrRef ref = m->getattr(e->name());
-      return ref.kind() == member_kind::module ? &ref.module() : nullptr;
+  // Walks the getattr chain up to its root iteratively (a hostile or unmerged chain may be long),
+  // then resolves the paths downwards from the root's module.
+  std::vector<const Expr*> chain;
+  const Node* n = this;
+  Module* root = nullptr;
+  while (true) {
+    const Expr* e = n->expr();
+    if (e == nullptr) return nullptr;
+    if (e->kind() == ExprKind::input) {
+      root = n->top_graph()->owner();
+      break;
     }
-    default: return nullptr;
+    if (e->kind() == ExprKind::constant) {
+      root = const_cast<Module*>(e->const_module());
+      break;
+    }
+    if (e->kind() != ExprKind::get_attr || e->inputs().empty() || e->inputs().front()->kind() != Kind::module)
+      return nullptr;
+    chain.push_back(e);
+    n = e->inputs().front();
   }
+  Module* m = root;
+  for (auto it = chain.rbegin(); it != chain.rend() && m != nullptr; ++it) {
+    if (!m->has_attr((*it)->name())) return nullptr;
+    AttrRef ref = m->getattr((*it)->name());
+    m = ref.kind() == member_kind::module ? &ref.module() : nullptr;
+  }
+  return m;
 }
 
 // ---- Expr -----------------------------------------------------------------------------------------
