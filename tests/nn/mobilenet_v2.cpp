@@ -19,7 +19,10 @@ namespace tmod = tracemod;
 
 std::string shape_string(const tmod::Shape& s) {
   std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i == 0 ? "" : ",") + std::to_string(s[i]);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(s[i]);
+  }
   return out;
 }
 

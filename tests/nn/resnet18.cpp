@@ -2,6 +2,7 @@
 // width-8 network (tests/data/resnet18, from tests/reference/gen_modules.py) loads strictly, and
 // the eval-mode output matches.
 #include <model_goldens.hpp>
+#include <tracemod/kernels/conv2d.hpp>
 #include <models/resnet.hpp>
 
 #include <doctest/doctest.h>
@@ -49,4 +50,10 @@ TEST_CASE("ResNet-18: loads a torchvision-named state_dict and matches PyTorch's
   CHECK(report.empty());
   CHECK(net.layer2.get<0>().downsample.get<1>().num_batches_tracked.item<std::int32_t>() == 1);
   golden::check_close(net(x), expected, 1e-4, 1e-4 * scale, "resnet18");
+
+  // Every 3x3 stride-1 convolution through Winograd F(4x4, 3x3): the same bound holds.
+  tmod::kernels::set_conv2d_algorithm(tmod::kernels::conv2d_algorithm::winograd);
+  const tmod::Tensor winograd = net(x);
+  tmod::kernels::set_conv2d_algorithm(tmod::kernels::conv2d_algorithm::automatic);
+  golden::check_close(winograd, expected, 1e-4, 1e-4 * scale, "resnet18 with Winograd");
 }
