@@ -8,8 +8,8 @@ For each model, OUT/<name>/ gets:
 
 Run with Debian's Python, which sees python3-torch:
   /usr/bin/python3 bench/torch/export_models.py OUT
-ResNet-18 is written here in plain torch.nn with torchvision's module names, so torchvision is not
-needed. Weights are random (seeded), batch-norm statistics included, so no layer is an identity.
+ResNet-18 is written here in plain torch.nn with torchvision's module names; MobileNetV2 is
+torchvision's own (python3-torchvision). Weights are random (seeded), batch-norm statistics included, so no layer is an identity.
 """
 import os
 import sys
@@ -93,6 +93,8 @@ def main():
         sys.exit("usage: export_models.py OUT_DIR")
     torch.manual_seed(0)
     export("resnet18", ResNet18(), sys.argv[1])
+    import torchvision  # only MobileNetV2 needs it
+    export("mobilenet_v2", torchvision.models.mobilenet_v2(), sys.argv[1])
 
 
 if __name__ == "__main__":
