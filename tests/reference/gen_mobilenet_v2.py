@@ -15,11 +15,9 @@ gen_goldens.py (which deletes every tests/data subfolder it does not own).
 
 import shutil
 
-import torch
 import torchvision
-from torch import nn
 
-from gen_modules import DATA, in_float64, randn, save, seeded, uniform
+from gen_modules import DATA, calibrate, randn, seeded, write_network
 
 OUT = DATA / "mobilenet_v2"
 
@@ -36,26 +34,8 @@ def main():
 
     g = seeded("mobilenet_v2")
     net = torchvision.models.mobilenet_v2(width_mult=0.25, round_nearest=4, num_classes=10)
-    # Calibrated running statistics (activations stay normalised through 52 layers), then random
-    # affine parameters, as for the ResNet-18 golden.
-    bns = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
-    for bn in bns:
-        bn.reset_running_stats()
-        bn.momentum = None
-    net.train()
-    with torch.no_grad():
-        net(randn(g, 8, 3, 32, 32))
-    for bn in bns:
-        bn.momentum = 0.1
-        with torch.no_grad():
-            bn.weight.copy_(uniform(g, bn.num_features, low=0.5, high=1.5))
-            bn.bias.copy_(randn(g, bn.num_features, scale=0.2))
-    x = randn(g, 1, 3, 32, 32)
-    for key, value in net.state_dict().items():
-        save(OUT / f"{key}.npy", value)
-    save(OUT / "input.npy", x)
-    out, _ = in_float64(net, False, x)
-    save(OUT / "output.npy", out)
+    calibrate(net, g, (8, 3, 32, 32))
+    write_network(OUT, net, randn(g, 1, 3, 32, 32))
 
 
 if __name__ == "__main__":
