@@ -1,4 +1,5 @@
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/conv2d.hpp>
 
 #include <doctest/doctest.h>
@@ -289,6 +290,34 @@ TEST_CASE("conv2d: the process-wide algorithm switch reaches automatic calls onl
   CHECK(explicit_direct == winograd);
   CHECK(forced == direct);
   CHECK(kern::get_conv2d_algorithm() == kern::conv2d_algorithm::automatic);
+}
+
+TEST_CASE("conv2d: Winograd, depthwise and 1x1 results are bit-identical at 1 to 4 threads") {
+  auto winograd = geometry(2, 24, 13, 15, 20, 3, 3);
+  winograd.pad_h = winograd.pad_w = 1;
+  auto depthwise = geometry(3, 16, 17, 17, 16, 3, 3);
+  depthwise.groups = 16;
+  depthwise.stride_h = depthwise.stride_w = 2;
+  depthwise.pad_h = depthwise.pad_w = 1;
+  auto pointwise = geometry(2, 40, 7, 7, 56, 1, 1);
+  const int threads_before = tracemod::get_num_threads();
+  for (const auto& g : {winograd, depthwise, pointwise}) {
+    CAPTURE(describe(g));
+    std::mt19937 gen(11);
+    const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);
+    const auto weight = random_buffer(g.k * (g.c / g.groups) * g.r * g.s, gen);
+    const auto bias = random_buffer(g.k, gen);
+    const auto run = [&](int threads) {
+      tracemod::set_num_threads(threads);
+      std::vector<float> out(static_cast<std::size_t>(g.n * g.k * g.out_h() * g.out_w()));
+      kern::conv2d(g, input.data() + 1, weight.data() + 1, bias.data() + 1, out.data(),
+                   g.r == 3 && g.groups == 1 ? kern::conv2d_algorithm::winograd : kern::conv2d_algorithm::automatic);
+      return out;
+    };
+    const std::vector<float> one = run(1);
+    for (int threads = 2; threads <= 4; ++threads) CHECK(run(threads) == one);
+  }
+  tracemod::set_num_threads(threads_before);
 }
 
 TEST_CASE("conv2d: empty batch writes nothing") {
