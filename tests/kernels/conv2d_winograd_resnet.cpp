@@ -33,7 +33,8 @@ double reference_output(const kern::conv2d_geometry& g, const std::vector<float>
 }  // namespace
 
 TEST_CASE("conv2d: Winograd on the ResNet-18 3x3 layers is within 1e-4 of float64, relative to the layer's scale") {
-  for (const auto& [channels, size] : {std::pair<std::int64_t, std::int64_t>{64, 56}, {128, 28}, {256, 14}, {512, 7}}) {
+  for (const auto& layer : {std::pair<std::int64_t, std::int64_t>{64, 56}, {128, 28}, {256, 14}, {512, 7}}) {
+    const std::int64_t channels = layer.first, size = layer.second;
     CAPTURE(channels);
     const kern::conv2d_geometry g{1, channels, size, size, channels, 3, 3, 1, 1, 1, 1};
     std::mt19937 gen(static_cast<unsigned>(channels));
