@@ -21,10 +21,45 @@ std::vector<float> random_floats(std::int64_t n, unsigned seed) {
   return v;
 }
 
-void BM_conv2d(benchmark::State& state, kern::conv2d_geometry g) {
+void BM_conv2d(benchmark::State& state, kern::conv2d_geometry g,
+               kern::conv2d_algorithm algorithm = kern::conv2d_algorithm::automatic) {
   const std::int64_t out_plane = g.out_h() * g.out_w();
   const auto input = random_floats(g.n * g.c * g.h * g.w, 1);
   const auto weight = random_floats(g.k * (g.c / g.groups) * g.r * g.s, 2);
+  const auto bias = random_floats(g.k, 3);
+  std::vector<float> out(static_cast<std::size_t>(g.n * g.k * out_plane));
+  for (auto _ : state) {
+    kern::conv2d(g, input.data(), weight.data(), bias.data(), out.data(), algorithm);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double macs = static_cast<double>(g.n * g.k * out_plane * (g.c / g.groups) * g.r * g.s);
+  tracemod::bench::report_flops(state, 2.0 * macs);
+}
+
+// Winograd with its filters transformed once, outside the timed loop (inference with prepacked
+// weights). GFLOP/s count the direct convolution's multiply-adds, so rates compare as speed-ups.
+void BM_conv2d_winograd_prepacked(benchmark::State& state, kern::conv2d_geometry g) {
+  const std::int64_t out_plane = g.out_h() * g.out_w();
+  const auto input = random_floats(g.n * g.c * g.h * g.w, 1);
+  const auto weight = random_floats(g.k * g.c * g.r * g.s, 2);
+  const auto bias = random_floats(g.k, 3);
+  const std::vector<float> filters = kern::conv2d_winograd_filters(g, weight.data());
+  std::vector<float> out(static_cast<std::size_t>(g.n * g.k * out_plane));
+  for (auto _ : state) {
+    kern::conv2d_winograd(g, input.data(), filters.data(), bias.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  tracemod::bench::report_flops(state, 2.0 * static_cast<double>(g.n * g.k * out_plane * g.c * 9));
+}
+
+// Depthwise convolution is memory-bound: bytes = input read once + output written once (weights
+// and bias are negligible), reported against the triad bandwidth.
+void BM_conv2d_depthwise(benchmark::State& state, kern::conv2d_geometry g) {
+  const std::int64_t out_plane = g.out_h() * g.out_w();
+  const auto input = random_floats(g.n * g.c * g.h * g.w, 1);
+  const auto weight = random_floats(g.k * g.r * g.s, 2);
   const auto bias = random_floats(g.k, 3);
   std::vector<float> out(static_cast<std::size_t>(g.n * g.k * out_plane));
   for (auto _ : state) {
@@ -32,8 +67,12 @@ void BM_conv2d(benchmark::State& state, kern::conv2d_geometry g) {
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const double macs = static_cast<double>(g.n * g.k * out_plane * (g.c / g.groups) * g.r * g.s);
-  tracemod::bench::report_flops(state, 2.0 * macs);
+  tracemod::bench::report_bytes(state, 4.0 * static_cast<double>(g.n * (g.c * g.h * g.w + g.k * out_plane)));
+  tracemod::bench::report_flops(state, 2.0 * static_cast<double>(g.n * g.k * out_plane * g.r * g.s));
+}
+
+constexpr kern::conv2d_geometry depthwise_3x3(std::int64_t channels, std::int64_t size, std::int64_t stride) {
+  return {1, channels, size, size, channels, 3, 3, stride, stride, 1, 1, 1, 1, channels};
 }
 
 // {n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w}
@@ -43,10 +82,54 @@ constexpr kern::conv2d_geometry resnet_3x3(std::int64_t channels, std::int64_t s
 
 }  // namespace
 
-BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_64_56x56, resnet_3x3(64, 56))->Unit(benchmark::kMillisecond)->MinTime(0.3);
-BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_128_28x28, resnet_3x3(128, 28))->Unit(benchmark::kMillisecond)->MinTime(0.3);
-BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_256_14x14, resnet_3x3(256, 14))->Unit(benchmark::kMillisecond)->MinTime(0.3);
-BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7, resnet_3x3(512, 7))->Unit(benchmark::kMillisecond)->MinTime(0.3);
+// Each ResNet-18 3x3 stride-1 layer three ways: the im2col GEMM (direct), Winograd transforming
+// the filters on every call, Winograd with prepacked filters.
+#define TRACEMOD_BENCH_RESNET_3X3(C, S)                                                                  \
+  BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_##C##_##S##x##S##_direct, resnet_3x3(C, S),                 \
+                    kern::conv2d_algorithm::direct)                                                      \
+      ->Unit(benchmark::kMillisecond)                                                                    \
+      ->MinTime(0.3);                                                                                    \
+  BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_##C##_##S##x##S##_winograd, resnet_3x3(C, S),               \
+                    kern::conv2d_algorithm::winograd)                                                    \
+      ->Unit(benchmark::kMillisecond)                                                                    \
+      ->MinTime(0.3);                                                                                    \
+  BENCHMARK_CAPTURE(BM_conv2d_winograd_prepacked, resnet18_3x3_##C##_##S##x##S##_winograd_prepacked,    \
+                    resnet_3x3(C, S))                                                                    \
+      ->Unit(benchmark::kMillisecond)                                                                    \
+      ->MinTime(0.3)
+TRACEMOD_BENCH_RESNET_3X3(64, 56);
+TRACEMOD_BENCH_RESNET_3X3(128, 28);
+TRACEMOD_BENCH_RESNET_3X3(256, 14);
+TRACEMOD_BENCH_RESNET_3X3(512, 7);
+// The batch-8 shapes: more tiles per filter transform.
+BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_direct,
+                  kern::conv2d_geometry{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1}, kern::conv2d_algorithm::direct)
+    ->Unit(benchmark::kMillisecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_winograd,
+                  kern::conv2d_geometry{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1}, kern::conv2d_algorithm::winograd)
+    ->Unit(benchmark::kMillisecond)->MinTime(0.3);
+// MobileNetV2's depthwise layers (batch 1): stride 2 reads de-interleaved rows, no gathers.
+BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s2_96_112x112, depthwise_3x3(96, 112, 2))
+    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s2_144_56x56, depthwise_3x3(144, 56, 2))
+    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s1_144_56x56, depthwise_3x3(144, 56, 1))
+    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s1_384_14x14, depthwise_3x3(384, 14, 1))
+    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s1_960_7x7, depthwise_3x3(960, 7, 1))
+    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+// MobileNetV2's 1x1 convolutions at small spatial sizes (batch 1).
+BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_64_384_14x14, kern::conv2d_geometry{1, 64, 14, 14, 384, 1, 1})
+    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_384_64_14x14, kern::conv2d_geometry{1, 384, 14, 14, 64, 1, 1})
+    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_160_960_7x7, kern::conv2d_geometry{1, 160, 7, 7, 960, 1, 1})
+    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_960_160_7x7, kern::conv2d_geometry{1, 960, 7, 7, 160, 1, 1})
+    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_320_1280_7x7, kern::conv2d_geometry{1, 320, 7, 7, 1280, 1, 1})
+    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_stem_7x7s2_3_224x224,
                   kern::conv2d_geometry{1, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3})
     ->Unit(benchmark::kMillisecond)->MinTime(0.3);

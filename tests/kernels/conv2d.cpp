@@ -1,4 +1,5 @@
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/conv2d.hpp>
 
 #include <doctest/doctest.h>
@@ -38,9 +39,11 @@ std::vector<float> absolute(std::vector<float> v) {
 
 // conv2d against conv2d_reference; the tolerance of each output scales with the sum of the absolute
 // products that make it up (the reference run on |input|, |weight|, |bias|).
-void check_conv(const kern::conv2d_geometry& g, bool with_bias) {
+void check_conv(const kern::conv2d_geometry& g, bool with_bias,
+                kern::conv2d_algorithm algorithm = kern::conv2d_algorithm::automatic, float tolerance = 1e-5f) {
   CAPTURE(describe(g));
   CAPTURE(with_bias);
+  CAPTURE(static_cast<int>(algorithm));
   std::mt19937 gen(static_cast<unsigned>(g.c * 131 + g.k * 17 + g.h * 7 + g.r + g.groups));
   const std::int64_t out_size = g.n * g.k * g.out_h() * g.out_w();
   const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);
@@ -51,7 +54,8 @@ void check_conv(const kern::conv2d_geometry& g, bool with_bias) {
   std::vector<float> magnitude(static_cast<std::size_t>(out_size));
   const auto abs_input = absolute(input), abs_weight = absolute(weight), abs_bias = absolute(bias);
 
-  kern::conv2d(g, input.data() + 1, weight.data() + 1, with_bias ? bias.data() + 1 : nullptr, out.data() + 1);
+  kern::conv2d(g, input.data() + 1, weight.data() + 1, with_bias ? bias.data() + 1 : nullptr, out.data() + 1,
+               algorithm);
   kern::conv2d_reference(g, input.data() + 1, weight.data() + 1, with_bias ? bias.data() + 1 : nullptr,
                          expected.data());
   kern::conv2d_reference(g, abs_input.data() + 1, abs_weight.data() + 1, with_bias ? abs_bias.data() + 1 : nullptr,
@@ -59,7 +63,7 @@ void check_conv(const kern::conv2d_geometry& g, bool with_bias) {
 
   for (std::int64_t i = 0; i < out_size; ++i) {
     const float got = out[static_cast<std::size_t>(i + 1)], want = expected[static_cast<std::size_t>(i)];
-    if (std::abs(got - want) > 1e-5f * magnitude[static_cast<std::size_t>(i)] + 1e-30f) {
+    if (std::abs(got - want) > tolerance * magnitude[static_cast<std::size_t>(i)] + 1e-30f) {
       CAPTURE(i);
       CHECK(got == doctest::Approx(want));
       return;
@@ -194,6 +198,126 @@ TEST_CASE("conv2d: grouped and depthwise") {
     check_conv(g, true);
     check_conv(g, false);
   }
+}
+
+TEST_CASE("conv2d: depthwise at strides 1 to 4 and with dilation reads only the right columns") {
+  for (std::int64_t stride = 1; stride <= 4; ++stride)
+    for (std::int64_t dil = 1; dil <= 2; ++dil)
+      for (std::int64_t w : {5, 17, 33}) {
+        auto g = geometry(2, 6, 9, w, 6, 3, 3);
+        g.groups = 6;
+        g.stride_h = 1 + stride % 2;
+        g.stride_w = stride;
+        g.pad_h = g.pad_w = 1;
+        g.dil_w = dil;
+        check_conv(g, true);
+      }
+}
+
+// Winograd F(4x4, 3x3) against the float32 reference: tile edges (outputs not a multiple of 4),
+// padding 0 to 2, batches, channel counts across GEMM blocks and vectors. Its transforms add
+// rounding; measured worst case over these shapes is below 2e-6 of the absolute-product sum.
+TEST_CASE("conv2d: Winograd on 3x3 stride-1 convolutions") {
+  std::vector<kern::conv2d_geometry> cases;
+  const auto add = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k,
+                       std::int64_t pad_h, std::int64_t pad_w) {
+    auto g = geometry(n, c, h, w, k, 3, 3);
+    g.pad_h = pad_h;
+    g.pad_w = pad_w;
+    cases.push_back(g);
+  };
+  add(1, 1, 3, 3, 1, 0, 0);    // one output, one partial tile
+  add(1, 3, 8, 8, 4, 1, 1);    // whole tiles
+  add(2, 5, 9, 11, 7, 1, 1);   // partial tiles on both edges, tiles across images in one vector
+  add(1, 7, 13, 6, 3, 0, 2);   // unpadded rows, doubly padded columns
+  add(3, 16, 7, 7, 24, 1, 1);  // 7x7: two tiles per side
+  add(1, 64, 14, 14, 13, 1, 1);
+  add(1, 600, 6, 6, 9, 1, 1);  // reduction over two GEMM k blocks
+  for (const auto& g : cases) {
+    check_conv(g, true, kern::conv2d_algorithm::winograd, 1e-5f);
+    check_conv(g, false, kern::conv2d_algorithm::winograd, 1e-5f);
+  }
+}
+
+TEST_CASE("conv2d: pre-transformed Winograd filters give the same result as transforming per call") {
+  auto g = geometry(2, 9, 10, 12, 11, 3, 3);
+  g.pad_h = g.pad_w = 1;
+  std::mt19937 gen(7);
+  const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);
+  const auto weight = random_buffer(g.k * g.c * 9, gen);
+  const auto bias = random_buffer(g.k, gen);
+  const std::size_t out_size = static_cast<std::size_t>(g.n * g.k * g.out_h() * g.out_w());
+  std::vector<float> per_call(out_size), pre(out_size);
+  kern::conv2d(g, input.data() + 1, weight.data() + 1, bias.data() + 1, per_call.data(), kern::conv2d_algorithm::winograd);
+  const std::vector<float> filters = kern::conv2d_winograd_filters(g, weight.data() + 1);
+  kern::conv2d_winograd(g, input.data() + 1, filters.data(), bias.data() + 1, pre.data());
+  CHECK(pre == per_call);
+}
+
+TEST_CASE("conv2d: Winograd refuses convolutions it cannot compute") {
+  auto strided = geometry(1, 2, 8, 8, 2, 3, 3);
+  strided.stride_w = 2;
+  auto grouped = geometry(1, 4, 8, 8, 4, 3, 3);
+  grouped.groups = 2;
+  auto dilated = geometry(1, 2, 8, 8, 2, 3, 3);
+  dilated.dil_h = 2;
+  std::vector<float> buffer(1024, 0.0f);
+  for (const auto& g : {strided, grouped, dilated, geometry(1, 2, 8, 8, 2, 5, 5)}) {
+    CAPTURE(describe(g));
+    CHECK_THROWS_AS(kern::conv2d(g, buffer.data(), buffer.data(), nullptr, buffer.data(), kern::conv2d_algorithm::winograd),
+                    tracemod::value_error);
+    CHECK_THROWS_AS((void)kern::conv2d_winograd_filters(g, buffer.data()), tracemod::value_error);
+  }
+}
+
+TEST_CASE("conv2d: the process-wide algorithm switch reaches automatic calls only") {
+  auto g = geometry(1, 4, 6, 6, 3, 3, 3);  // few tiles: automatic runs direct
+  g.pad_h = g.pad_w = 1;
+  std::mt19937 gen(3);
+  const auto input = random_buffer(g.c * g.h * g.w, gen);
+  const auto weight = random_buffer(g.k * g.c * 9, gen);
+  std::vector<float> automatic(108), forced(108), direct(108), winograd(108);
+  kern::conv2d(g, input.data() + 1, weight.data() + 1, nullptr, direct.data(), kern::conv2d_algorithm::direct);
+  kern::conv2d(g, input.data() + 1, weight.data() + 1, nullptr, winograd.data(), kern::conv2d_algorithm::winograd);
+  REQUIRE(direct != winograd);  // the two algorithms round differently
+  kern::conv2d(g, input.data() + 1, weight.data() + 1, nullptr, automatic.data());
+  CHECK(automatic == direct);
+  kern::set_conv2d_algorithm(kern::conv2d_algorithm::winograd);
+  kern::conv2d(g, input.data() + 1, weight.data() + 1, nullptr, forced.data());
+  const auto explicit_direct = forced;
+  kern::conv2d(g, input.data() + 1, weight.data() + 1, nullptr, forced.data(), kern::conv2d_algorithm::direct);
+  kern::set_conv2d_algorithm(kern::conv2d_algorithm::automatic);
+  CHECK(explicit_direct == winograd);
+  CHECK(forced == direct);
+  CHECK(kern::get_conv2d_algorithm() == kern::conv2d_algorithm::automatic);
+}
+
+TEST_CASE("conv2d: Winograd, depthwise and 1x1 results are bit-identical at 1 to 4 threads") {
+  auto winograd = geometry(2, 24, 13, 15, 20, 3, 3);
+  winograd.pad_h = winograd.pad_w = 1;
+  auto depthwise = geometry(3, 16, 17, 17, 16, 3, 3);
+  depthwise.groups = 16;
+  depthwise.stride_h = depthwise.stride_w = 2;
+  depthwise.pad_h = depthwise.pad_w = 1;
+  auto pointwise = geometry(2, 40, 7, 7, 56, 1, 1);
+  const int threads_before = tracemod::get_num_threads();
+  for (const auto& g : {winograd, depthwise, pointwise}) {
+    CAPTURE(describe(g));
+    std::mt19937 gen(11);
+    const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);
+    const auto weight = random_buffer(g.k * (g.c / g.groups) * g.r * g.s, gen);
+    const auto bias = random_buffer(g.k, gen);
+    const auto run = [&](int threads) {
+      tracemod::set_num_threads(threads);
+      std::vector<float> out(static_cast<std::size_t>(g.n * g.k * g.out_h() * g.out_w()));
+      kern::conv2d(g, input.data() + 1, weight.data() + 1, bias.data() + 1, out.data(),
+                   g.r == 3 && g.groups == 1 ? kern::conv2d_algorithm::winograd : kern::conv2d_algorithm::automatic);
+      return out;
+    };
+    const std::vector<float> one = run(1);
+    for (int threads = 2; threads <= 4; ++threads) CHECK(run(threads) == one);
+  }
+  tracemod::set_num_threads(threads_before);
 }
 
 TEST_CASE("conv2d: empty batch writes nothing") {

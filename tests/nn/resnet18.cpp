@@ -1,33 +1,19 @@
 // ResNet-18 (examples/models/resnet.hpp) against PyTorch: the torchvision-named state_dict of a
 // width-8 network (tests/data/resnet18, from tests/reference/gen_modules.py) loads strictly, and
 // the eval-mode output matches.
-#include <golden.hpp>
+#include <model_goldens.hpp>
+#include <tracemod/kernels/conv2d.hpp>
 #include <models/resnet.hpp>
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cmath>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace {
 
 namespace tmod = tracemod;
-
-tmod::StateDict torch_state_dict() {
-  tmod::StateDict d;
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(golden::data_dir() / "resnet18"))
-    files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
-  for (const auto& path : files) {
-    const std::string key = path.stem().string();
-    if (key != "input" && key != "output") d.insert(key, tmod::io::load_npy(path));
-  }
-  return d;
-}
 
 }  // namespace
 
@@ -56,13 +42,18 @@ TEST_CASE("ResNet-18: loads a torchvision-named state_dict and matches PyTorch's
   const tmod::Tensor before = net(x);
   REQUIRE(before.shape() == expected.shape());
   // 1e-4 relative to the output's scale (logits near zero make an elementwise relative bound meaningless).
-  double scale = 0;
-  for (float v : expected.values<float>()) scale = std::max(scale, std::abs(static_cast<double>(v)));
+  const double scale = golden::max_abs(expected);
   REQUIRE(scale > 0.1);
   CHECK_FALSE(golden::compare(before, expected, 1e-4, 1e-4 * scale).ok);  // random weights do not match
 
-  const tmod::IncompatibleKeys report = net.load_state_dict(torch_state_dict());  // strict
+  const tmod::IncompatibleKeys report = net.load_state_dict(golden::model_state_dict("resnet18"));  // strict
   CHECK(report.empty());
   CHECK(net.layer2.get<0>().downsample.get<1>().num_batches_tracked.item<std::int32_t>() == 1);
   golden::check_close(net(x), expected, 1e-4, 1e-4 * scale, "resnet18");
+
+  // Every 3x3 stride-1 convolution through Winograd F(4x4, 3x3): the same bound holds.
+  tmod::kernels::set_conv2d_algorithm(tmod::kernels::conv2d_algorithm::winograd);
+  const tmod::Tensor winograd = net(x);
+  tmod::kernels::set_conv2d_algorithm(tmod::kernels::conv2d_algorithm::automatic);
+  golden::check_close(winograd, expected, 1e-4, 1e-4 * scale, "resnet18 with Winograd");
 }

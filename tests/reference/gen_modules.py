@@ -256,29 +256,37 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def resnet18():
-    g = seeded("resnet18")
-    net = ResNet18(num_classes=10, width=8)
-    # Calibrate the running statistics on a random batch (so activations stay normalised through
-    # the 18 layers), then give every bn random affine parameters.
+def calibrate(net, g, calibration_shape):
+    """Sets every batch norm's running statistics from one random batch (so activations stay
+    normalised through a deep network), then gives it random affine parameters."""
     bns = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
     for bn in bns:
         bn.reset_running_stats()
         bn.momentum = None
     net.train()
     with torch.no_grad():
-        net(randn(g, 8, 3, 48, 48))
+        net(randn(g, *calibration_shape))
     for bn in bns:
         bn.momentum = 0.1
         with torch.no_grad():
             bn.weight.copy_(uniform(g, bn.num_features, low=0.5, high=1.5))
             bn.bias.copy_(randn(g, bn.num_features, scale=0.2))
-    x = randn(g, 2, 3, 48, 48)
+
+
+def write_network(folder, net, x):
+    """Every state_dict entry, the input and the float64 eval-mode output."""
     for key, value in net.state_dict().items():
-        save(RESNET / f"{key}.npy", value)
-    save(RESNET / "input.npy", x)
+        save(folder / f"{key}.npy", value)
+    save(folder / "input.npy", x)
     out, _ = in_float64(net, False, x)
-    save(RESNET / "output.npy", out)
+    save(folder / "output.npy", out)
+
+
+def resnet18():
+    g = seeded("resnet18")
+    net = ResNet18(num_classes=10, width=8)
+    calibrate(net, g, (8, 3, 48, 48))
+    write_network(RESNET, net, randn(g, 2, 3, 48, 48))
 
 
 def main():

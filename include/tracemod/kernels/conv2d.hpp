@@ -2,15 +2,19 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/detail/conv_depthwise.hpp>
 #include <tracemod/kernels/detail/conv_im2col.hpp>
+#include <tracemod/kernels/detail/conv_winograd.hpp>
 #include <tracemod/kernels/detail/gemm_driver.hpp>
 #include <tracemod/kernels/detail/gemm_workspace.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tracemod::kernels {
 
@@ -67,21 +71,143 @@ inline void validate(const conv2d_geometry& g, std::string_view op) {
                             pair(g.dil_h * (g.r - 1) + 1, g.dil_w * (g.s - 1) + 1)));
 }
 
+/// How conv2d computes: `automatic` picks per layer (the rule and its measurements are in
+/// docs/kernels.md); `direct` forces the direct kernels (im2col GEMM, depthwise loop, 1x1 GEMM);
+/// `winograd` forces Winograd F(4x4, 3x3), which only 3x3 stride-1 undilated ungrouped
+/// convolutions support.
+enum class conv2d_algorithm { automatic, direct, winograd };
+
+/// The algorithm conv2d uses when its caller passes `automatic`: a process-wide switch, like
+/// torch.backends flags, so whole networks can be run (and tested) with one algorithm forced.
+/// Forcing `winograd` applies it to the convolutions that support it; the others stay direct.
+inline void set_conv2d_algorithm(conv2d_algorithm a) noexcept;
+[[nodiscard]] inline conv2d_algorithm get_conv2d_algorithm() noexcept;
+
+namespace detail {
+
+inline std::atomic<conv2d_algorithm>& conv2d_algorithm_setting() noexcept {
+  static std::atomic<conv2d_algorithm> setting{conv2d_algorithm::automatic};
+  return setting;
+}
+
+inline bool winograd_supports(const conv2d_geometry& g) {
+  return g.groups == 1 && g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.dil_h == 1 && g.dil_w == 1;
+}
+
+inline winograd_tiling winograd_tiling_of(const conv2d_geometry& g) {
+  return {g.n, g.h, g.w, g.pad_h, g.pad_w, g.out_h(), g.out_w()};
+}
+
+/// Tiles per call from which Winograd, transforming the filters on every call, beats the im2col
+/// GEMM. Measured (docs/kernels.md): it wins at 32 tiles (512@7x7, batch 8) and more, loses at 16
+/// (256@14x14, batch 1), where the filter transform and GEMMs with few columns dominate.
+inline constexpr std::int64_t winograd_min_tiles = 32;
+
+inline bool winograd_pays(const conv2d_geometry& g) { return winograd_tiling_of(g).tiles() >= winograd_min_tiles; }
+
+/// 1x1 convolution, stride 1, one group: per image, weight (k x c) times the input planes
+/// (c x pixels) as they lie in memory, with no im2col copy. With few pixels (7x7, 14x14) the product
+/// is computed transposed, so the vectors run over output channels.
+inline void conv2d_pointwise(const conv2d_geometry& g, const float* input, const float* weight, const float* bias,
+                             float* out) {
+  const std::int64_t plane = g.h * g.w;
+  const strided_matrix a{weight, g.c, 1};
+  const auto packer = [](const strided_matrix& m) {
+    return [m](float* dst, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t nc) {
+      gemm_pack_b(m, k0, kc, j0, nc, dst);
+    };
+  };
+  for (std::int64_t b = 0; b < g.n; ++b) {
+    const strided_matrix columns{input + b * g.c * plane, plane, 1};
+    float* y = out + b * g.k * plane;
+    const strided_output direct{y, plane, 1};
+    const strided_output transposed{y, 1, plane};
+    if (gemm_estimated_cycles(g.k, plane, g.c, a, columns, direct) <=
+        gemm_estimated_cycles(plane, g.k, g.c, columns.transposed(), a.transposed(), transposed)) {
+      gemm_blocked(g.k, plane, g.c, 1.0f, a, packer(columns), 0.0f, bias, direct);
+    } else {
+      // The bias runs along the transposed product's columns, which the GEMM's epilogue does not
+      // add: it is written first and accumulated onto.
+      if (bias != nullptr)
+        for (std::int64_t o = 0; o < g.k; ++o) std::fill_n(y + o * plane, plane, bias[o]);
+      gemm_blocked(plane, g.k, g.c, 1.0f, columns.transposed(), packer(a.transposed()), bias != nullptr ? 1.0f : 0.0f,
+                   nullptr, transposed);
+    }
+  }
+}
+
+}  // namespace detail
+
+inline void set_conv2d_algorithm(conv2d_algorithm a) noexcept { detail::conv2d_algorithm_setting().store(a); }
+inline conv2d_algorithm get_conv2d_algorithm() noexcept { return detail::conv2d_algorithm_setting().load(); }
+
+/// Winograd filters of a convolution g (36 x k x c floats) from its 3x3 weight [k, c, 3, 3], for
+/// conv2d_winograd: transformed once, they serve every later call (batch-1 inference of deep layers,
+/// where transforming on each call costs about as much as the convolution itself).
+inline std::vector<float> conv2d_winograd_filters(const conv2d_geometry& g, const float* weight) {
+  validate(g, "conv2d_winograd_filters");
+  if (!detail::winograd_supports(g))
+    throw value_error("conv2d_winograd_filters: Winograd needs a 3x3, stride-1, undilated, ungrouped convolution");
+  std::vector<float> filters(static_cast<std::size_t>(detail::winograd_positions * g.k * g.c));
+  detail::winograd_transform_filters(g.k * g.c, weight, filters.data());
+  return filters;
+}
+
+/// conv2d with filters from conv2d_winograd_filters(g, weight).
+inline void conv2d_winograd(const conv2d_geometry& g, const float* input, const float* filters, const float* bias,
+                            float* out) {
+  validate(g, "conv2d_winograd");
+  if (!detail::winograd_supports(g))
+    throw value_error("conv2d_winograd: Winograd needs a 3x3, stride-1, undilated, ungrouped convolution");
+  if (g.n == 0) return;
+  detail::conv_winograd(detail::winograd_tiling_of(g), g.c, g.k, input, filters, bias, out);
+}
+
 /// out [n, k, out_h, out_w] = input [n, c, h, w] (*) weight [k, c / groups, r, s] + bias [k] (bias may
-/// be null). One input channel per group (depthwise) runs a direct loop; everything else is a GEMM
-/// per image and group, weight rows times im2col columns packed straight from the padded input.
-inline void conv2d(const conv2d_geometry& g, const float* input, const float* weight, const float* bias, float* out) {
+/// be null). 3x3 stride-1 convolutions with enough tiles run Winograd F(4x4, 3x3); one input channel
+/// per group (depthwise) runs a direct loop; unpadded stride-1 1x1 convolutions are one GEMM per
+/// image on the input as it lies; everything else is a GEMM per image and group, weight rows times im2col columns packed
+/// straight from the padded input.
+inline void conv2d(const conv2d_geometry& g, const float* input, const float* weight, const float* bias, float* out,
+                   conv2d_algorithm algorithm = conv2d_algorithm::automatic) {
   validate(g, "conv2d");
+  if (algorithm == conv2d_algorithm::winograd && !detail::winograd_supports(g))
+    throw value_error("conv2d: Winograd needs a 3x3, stride-1, undilated, ungrouped convolution, got kernel (" +
+                      std::to_string(g.r) + ", " + std::to_string(g.s) + "), stride (" + std::to_string(g.stride_h) +
+                      ", " + std::to_string(g.stride_w) + "), groups " + std::to_string(g.groups));
+  if (g.n == 0) return;
   const std::int64_t cg = g.c / g.groups, kg = g.k / g.groups, taps = g.r * g.s;
   const std::int64_t out_plane = g.out_h() * g.out_w();
+
+  const conv2d_algorithm preferred = algorithm == conv2d_algorithm::automatic ? get_conv2d_algorithm() : algorithm;
+  const bool winograd = detail::winograd_supports(g) && (preferred == conv2d_algorithm::winograd ||
+                                                         (preferred == conv2d_algorithm::automatic && detail::winograd_pays(g)));
+  if (winograd) {
+    float* const filters = detail::scratch(detail::scratch_slot::winograd_filters,
+                                           static_cast<std::size_t>(detail::winograd_positions * g.k * g.c));
+    detail::winograd_transform_filters(g.k * g.c, weight, filters);
+    detail::conv_winograd(detail::winograd_tiling_of(g), g.c, g.k, input, filters, bias, out);
+    return;
+  }
 
   if (cg == 1) {
     const detail::conv_plane_window window{g.h,      g.w,      g.out_h(), g.out_w(), g.r,     g.s,
                                            g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w};
-    for (std::int64_t b = 0; b < g.n; ++b)
-      for (std::int64_t o = 0; o < g.k; ++o)
+    // Every plane is one task: the result does not depend on the thread count.
+    parallel_for(0, g.n * g.k, 4, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t p = lo; p < hi; ++p) {
+        const std::int64_t b = p / g.k, o = p % g.k;
         detail::conv_depthwise_plane(window, input + (b * g.c + o / kg) * g.h * g.w, weight + o * taps,
-                                     bias != nullptr ? bias[o] : 0.0f, out + (b * g.k + o) * out_plane);
+                                     bias != nullptr ? bias[o] : 0.0f, out + p * out_plane);
+      }
+    });
+    return;
+  }
+
+  // Strided 1x1 convolutions stay on the im2col path: its packing samples the input as it copies,
+  // which measured 0-3 % faster than subsampling first.
+  if (g.groups == 1 && g.r == 1 && g.s == 1 && g.pad_h == 0 && g.pad_w == 0 && g.stride_h == 1 && g.stride_w == 1) {
+    detail::conv2d_pointwise(g, input, weight, bias, out);
     return;
   }
 

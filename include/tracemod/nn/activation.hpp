@@ -16,4 +16,14 @@ class ReLU : public Module {
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
 };
 
+/// min(max(x, 0), 6)
+class ReLU6 : public Module {
+ public:
+  ReLU6() = default;
+  TM_BUILTIN_MODULE(ReLU6)
+
+  [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::relu6(x); }
+  [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+};
+
 }  // namespace tracemod::nn

@@ -18,8 +18,6 @@ namespace tracemod::kernels::detail {
 /// 0, 1, 2, ...: loaded as a batch, the index of each lane.
 alignas(buffer_alignment) inline constexpr std::array<float, 16> conv_lane_ids{0, 1, 2,  3,  4,  5,  6,  7,
                                                                                8, 9, 10, 11, 12, 13, 14, 15};
-alignas(buffer_alignment) inline constexpr std::array<std::int32_t, 16> conv_lane_ids32{0, 1, 2,  3,  4,  5,  6,  7,
-                                                                                        8, 9, 10, 11, 12, 13, 14, 15};
 static_assert(simd_width <= conv_lane_ids.size());
 
 /// Geometry of the columns matrix of one image and group, over an input padded on all sides.

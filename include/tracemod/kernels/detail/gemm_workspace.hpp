@@ -12,7 +12,15 @@
 namespace tracemod::kernels::detail {
 
 /// Independent scratch areas a single kernel call may hold at the same time.
-enum class scratch_slot : std::size_t { gemm_b_panels, gemm_a_panel, conv_input, count };
+enum class scratch_slot : std::size_t {
+  gemm_b_panels,
+  gemm_a_panel,
+  conv_input,
+  winograd_filters,
+  winograd_input,
+  winograd_products,
+  count
+};
 
 /// `floats` floats of `buffer_alignment`-aligned scratch; contents are unspecified. Valid until the
 /// next request for the same slot on the same thread.

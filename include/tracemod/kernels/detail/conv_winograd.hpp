@@ -1,0 +1,233 @@
+// Winograd F(4x4, 3x3) convolution (Lavin & Gray, 2016) for 3x3, stride-1, undilated, ungrouped
+// convolutions. The output is cut into 4x4 tiles; each tile is A^T [(G g G^T) . (B^T d B)] A for its
+// 6x6 input patch d and each filter g, which needs 36 multiplications per tile, channel and filter
+// instead of 16 * 9 = 144. Summed over input channels, the 36 elementwise products become 36
+// independent GEMMs (K x C transformed filters times C x tiles transformed patches), run by the
+// packed GEMM.
+//
+// Layouts (t = tile index over the batch, padded to whole vectors):
+//   transformed weights U[pos][k][c]   36 x K x C
+//   transformed input   V[pos][c][t]   36 x C x T
+//   products            Y[pos][k][t]   36 x K x T
+// Transforms run on vectors of W consecutive tiles. Patches are copied into a [36][W] buffer with
+// scalar moves (a tile's columns are 4 apart: no unit-stride vector runs across tiles), the same for
+// filters (9 apart), then transformed with whole-vector arithmetic.
+#pragma once
+
+#include <tracemod/core/parallel.hpp>
+#include <tracemod/kernels/detail/gemm_driver.hpp>
+#include <tracemod/kernels/detail/gemm_pack.hpp>
+#include <tracemod/kernels/detail/gemm_workspace.hpp>
+#include <tracemod/kernels/simd.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+namespace tracemod::kernels::detail {
+
+inline constexpr std::int64_t winograd_out_tile = 4;   ///< m of F(m, 3)
+inline constexpr std::int64_t winograd_in_tile = 6;    ///< m + 3 - 1
+inline constexpr std::int64_t winograd_positions = 36; ///< in_tile^2 elementwise products per tile
+
+/// The tiling of a convolution over n images of c x h x w with padding (pad_h, pad_w).
+struct winograd_tiling {
+  std::int64_t n, h, w, pad_h, pad_w, out_h, out_w;
+
+  [[nodiscard]] std::int64_t tiles_h() const { return (out_h + winograd_out_tile - 1) / winograd_out_tile; }
+  [[nodiscard]] std::int64_t tiles_w() const { return (out_w + winograd_out_tile - 1) / winograd_out_tile; }
+  [[nodiscard]] std::int64_t tiles_per_image() const { return tiles_h() * tiles_w(); }
+  [[nodiscard]] std::int64_t tiles() const { return n * tiles_per_image(); }
+  /// Tile count rounded up to whole vectors: the row length of V and Y.
+  [[nodiscard]] std::int64_t tiles_padded() const {
+    constexpr auto w = static_cast<std::int64_t>(simd_width);
+    return (tiles() + w - 1) / w * w;
+  }
+};
+
+/// The six outputs of B^T applied to six values (one column or row of a patch).
+template <class T>
+inline void winograd_input_1d(const T& d0, const T& d1, const T& d2, const T& d3, const T& d4, const T& d5,
+                              std::array<T, 6>& t) {
+  const T two(2.0f), four(4.0f), five(5.0f);
+  const T a = d4 - four * d2, b = d3 - four * d1;  // t1 = a + b, t2 = a - b
+  const T c = d4 - d2, e = two * (d3 - d1);        // t3 = c + e, t4 = c - e
+  t[0] = four * d0 - five * d2 + d4;
+  t[1] = a + b;
+  t[2] = a - b;
+  t[3] = c + e;
+  t[4] = c - e;
+  t[5] = four * d1 - five * d3 + d5;
+}
+
+/// The four outputs of A^T applied to six products.
+template <class T>
+inline void winograd_output_1d(const T& m0, const T& m1, const T& m2, const T& m3, const T& m4, const T& m5,
+                               std::array<T, 4>& o) {
+  const T two(2.0f), four(4.0f), eight(8.0f);
+  const T s12 = m1 + m2, d12 = m1 - m2, s34 = m3 + m4, d34 = m3 - m4;
+  o[0] = m0 + s12 + s34;
+  o[1] = d12 + two * d34;
+  o[2] = s12 + four * s34;
+  o[3] = d12 + eight * d34 + m5;
+}
+
+/// The six outputs of G applied to three filter taps.
+template <class T>
+inline void winograd_filter_1d(const T& g0, const T& g1, const T& g2, std::array<T, 6>& u) {
+  const T quarter(1.0f / 4.0f), sixth(1.0f / 6.0f), twelfth(1.0f / 12.0f), twentyfourth(1.0f / 24.0f);
+  const T outer = g0 + g2;
+  u[0] = quarter * g0;
+  u[1] = -sixth * (outer + g1);
+  u[2] = -sixth * (outer - g1);
+  u[3] = twentyfourth * g0 + twelfth * g1 + sixth * g2;
+  u[4] = twentyfourth * g0 - twelfth * g1 + sixth * g2;
+  u[5] = g2;
+}
+
+/// U[pos][f] = (G g_f G^T)[pos] for the k * c filters g_f (f = k-major filter index, 9 taps each).
+inline void winograd_transform_filters(std::int64_t filters, const float* weight, float* u) {
+  constexpr auto w = static_cast<std::int64_t>(simd_width);
+  const auto transform = [&](std::int64_t lo, std::int64_t hi) {
+    alignas(buffer_alignment) std::array<float, 9 * simd_width> taps;
+    for (std::int64_t f0 = lo; f0 < hi; f0 += w) {
+      const std::int64_t lanes = std::min(w, hi - f0);
+      for (std::int64_t l = 0; l < w; ++l)
+        for (std::int64_t tap = 0; tap < 9; ++tap) taps[tap * w + l] = l < lanes ? weight[(f0 + l) * 9 + tap] : 0.0f;
+      std::array<fbatch, 9> g;
+      for (std::int64_t tap = 0; tap < 9; ++tap) g[tap] = fbatch::load_aligned(taps.data() + tap * w);
+      std::array<std::array<fbatch, 6>, 3> columns;  // G g: columns[j][i]
+      for (std::int64_t j = 0; j < 3; ++j) winograd_filter_1d(g[j], g[3 + j], g[6 + j], columns[j]);
+      for (std::int64_t i = 0; i < 6; ++i) {
+        std::array<fbatch, 6> row;  // row i of (G g) G^T
+        winograd_filter_1d(columns[0][i], columns[1][i], columns[2][i], row);
+        for (std::int64_t j = 0; j < 6; ++j) {
+          float* dst = u + (i * 6 + j) * filters + f0;
+          if (lanes == w) {
+            row[j].store_unaligned(dst);
+          } else {
+            alignas(buffer_alignment) std::array<float, simd_width> tail;
+            row[j].store_aligned(tail.data());
+            std::copy_n(tail.data(), lanes, dst);
+          }
+        }
+      }
+    }
+  };
+  // Chunks of whole vectors, so the split does not change which filters share a vector.
+  parallel_for(0, (filters + w - 1) / w, 64, [&](std::int64_t lo, std::int64_t hi) {
+    transform(lo * w, std::min(filters, hi * w));
+  });
+}
+
+/// V[pos][ch][t] for channels [0, c) of the input (n x c x h x w), tiles padded with zeros. Each
+/// plane is first copied with its zero border (and zeros past the last whole tile), so patches are
+/// read without bounds tests.
+inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, const float* input, float* v) {
+  constexpr auto w = static_cast<std::int64_t>(simd_width);
+  const std::int64_t tiles = tl.tiles(), tp = tl.tiles_padded(), per_image = tl.tiles_per_image();
+  const std::int64_t tw = tl.tiles_w();
+  const std::int64_t ph = tl.tiles_h() * winograd_out_tile + 2, pw = tw * winograd_out_tile + 2;
+  parallel_for(0, c, 1, [&](std::int64_t lo, std::int64_t hi) {
+    float* const padded = scratch(scratch_slot::conv_input, static_cast<std::size_t>(tl.n * ph * pw));
+    alignas(buffer_alignment) std::array<float, winograd_positions * simd_width> patch;
+    for (std::int64_t ch = lo; ch < hi; ++ch) {
+      std::fill_n(padded, tl.n * ph * pw, 0.0f);
+      for (std::int64_t b = 0; b < tl.n; ++b) {
+        const float* plane = input + (b * c + ch) * tl.h * tl.w;
+        // Input rows and columns past the last tile's patch are never read.
+        const std::int64_t rows = std::min(tl.h, ph - tl.pad_h), cols = std::min(tl.w, pw - tl.pad_w);
+        for (std::int64_t y = 0; y < rows; ++y)
+          std::copy_n(plane + y * tl.w, cols, padded + (b * ph + tl.pad_h + y) * pw + tl.pad_w);
+      }
+      for (std::int64_t t0 = 0; t0 < tp; t0 += w) {
+        for (std::int64_t l = 0; l < w; ++l) {
+          const std::int64_t t = std::min(t0 + l, tiles - 1);  // lanes past the last tile repeat it
+          const std::int64_t b = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
+          const float* src = padded + (b * ph + ty * winograd_out_tile) * pw + tx * winograd_out_tile;
+          for (std::int64_t i = 0; i < 6; ++i)
+            for (std::int64_t j = 0; j < 6; ++j) patch[(i * 6 + j) * w + l] = src[i * pw + j];
+        }
+        std::array<std::array<fbatch, 6>, 6> columns;  // B^T d: columns[j][i]
+        for (std::int64_t j = 0; j < 6; ++j) {
+          const auto d = [&](std::int64_t i) { return fbatch::load_aligned(patch.data() + (i * 6 + j) * w); };
+          winograd_input_1d(d(0), d(1), d(2), d(3), d(4), d(5), columns[j]);
+        }
+        for (std::int64_t i = 0; i < 6; ++i) {
+          std::array<fbatch, 6> row;
+          winograd_input_1d(columns[0][i], columns[1][i], columns[2][i], columns[3][i], columns[4][i], columns[5][i],
+                            row);
+          for (std::int64_t j = 0; j < 6; ++j) row[j].store_aligned(v + ((i * 6 + j) * c + ch) * tp + t0);
+        }
+      }
+    }
+  });
+}
+
+/// Y[pos] = U[pos] V[pos] for the 36 positions: K x C times C x tiles each.
+inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles, std::int64_t tp, const float* u,
+                              const float* v, float* y) {
+  parallel_for(0, winograd_positions, 1, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t pos = lo; pos < hi; ++pos) {
+      const strided_matrix vp{v + pos * c * tp, tp, 1};
+      gemm_blocked(
+          k, tiles, c, 1.0f, strided_matrix{u + pos * k * c, c, 1},
+          [&vp](float* dst, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t nc) {
+            gemm_pack_b(vp, k0, kc, j0, nc, dst);
+          },
+          0.0f, nullptr, strided_output{y + pos * k * tp, tp, 1});
+      // The output transform reads whole vectors of tiles; the padding lanes are never stored.
+      for (std::int64_t o = 0; o < k; ++o) std::fill(y + (pos * k + o) * tp + tiles, y + (pos * k + o + 1) * tp, 0.0f);
+    }
+  });
+}
+
+/// out (n x k x out_h x out_w) = A^T Y A per tile and output channel, plus bias (nullable).
+inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k, const float* y, const float* bias,
+                                      float* out) {
+  constexpr auto w = static_cast<std::int64_t>(simd_width);
+  const std::int64_t tiles = tl.tiles(), tp = tl.tiles_padded(), per_image = tl.tiles_per_image();
+  const std::int64_t tw = tl.tiles_w();
+  parallel_for(0, k, 1, [&](std::int64_t lo, std::int64_t hi) {
+    alignas(buffer_alignment) std::array<float, 16 * simd_width> result;
+    for (std::int64_t o = lo; o < hi; ++o) {
+      const fbatch b(bias != nullptr ? bias[o] : 0.0f);
+      for (std::int64_t t0 = 0; t0 < tiles; t0 += w) {
+        std::array<std::array<fbatch, 4>, 6> columns;  // A^T m: columns[j][i]
+        for (std::int64_t j = 0; j < 6; ++j) {
+          const auto m = [&](std::int64_t i) { return fbatch::load_aligned(y + ((i * 6 + j) * k + o) * tp + t0); };
+          winograd_output_1d(m(0), m(1), m(2), m(3), m(4), m(5), columns[j]);
+        }
+        for (std::int64_t i = 0; i < 4; ++i) {
+          std::array<fbatch, 4> row;
+          winograd_output_1d(columns[0][i], columns[1][i], columns[2][i], columns[3][i], columns[4][i], columns[5][i],
+                             row);
+          for (std::int64_t j = 0; j < 4; ++j) (row[j] + b).store_aligned(result.data() + (i * 4 + j) * w);
+        }
+        for (std::int64_t l = 0; l < std::min(w, tiles - t0); ++l) {
+          const std::int64_t t = t0 + l;
+          const std::int64_t img = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
+          float* plane = out + (img * k + o) * tl.out_h * tl.out_w;
+          const std::int64_t rows = std::min(winograd_out_tile, tl.out_h - ty * winograd_out_tile);
+          const std::int64_t cols = std::min(winograd_out_tile, tl.out_w - tx * winograd_out_tile);
+          for (std::int64_t i = 0; i < rows; ++i)
+            for (std::int64_t j = 0; j < cols; ++j)
+              plane[(ty * winograd_out_tile + i) * tl.out_w + tx * winograd_out_tile + j] = result[(i * 4 + j) * w + l];
+        }
+      }
+    }
+  });
+}
+
+/// out = input (*) weight + bias from filters already transformed by winograd_transform_filters.
+inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_t k, const float* input,
+                          const float* filters, const float* bias, float* out) {
+  const std::int64_t tp = tl.tiles_padded();
+  float* const v = scratch(scratch_slot::winograd_input, static_cast<std::size_t>(winograd_positions * c * tp));
+  float* const y = scratch(scratch_slot::winograd_products, static_cast<std::size_t>(winograd_positions * k * tp));
+  winograd_transform_input(tl, c, input, v);
+  winograd_multiply(k, c, tl.tiles(), tp, filters, v, y);
+  winograd_transform_output(tl, k, y, bias, out);
+}
+
+}  // namespace tracemod::kernels::detail
