@@ -5,6 +5,7 @@
 #include <tracemod/core.hpp>
 #include <tracemod/functional.hpp>
 #include <tracemod/graph/surgery.hpp>
+#include <tracemod/graph/wrap.hpp>
 #include <tracemod/nn.hpp>
 #include <tracemod/traced_module.hpp>
 
@@ -44,6 +45,22 @@ struct ReluNet : tmod::Module {
     auto a = b0(x);
     auto r = F::relu(a);
     return b1(r);
+  }
+};
+
+/// Wrapped once, at namespace scope (the registry refuses a second op of the same name). The
+/// generic one gets its shape by recording on Syms, the Tensor-only one by running on zeros.
+const auto my_relu6 = tmod::wrap("my_relu6", [](const auto& x) { return F::minimum(F::relu(x), 6.f); });
+const auto scaled_sum = tmod::wrap<2>("surgery_scaled_sum", [](const tmod::Tensor& a, const tmod::Tensor& b) {
+  return (a + b) * 0.5f;
+});
+
+/// Calls both wrapped functions in forward.
+struct WrapUser : tmod::Module {
+  TM_MODULE(WrapUser)
+  auto forward(const auto& x) const {
+    auto a = my_relu6(x);
+    return scaled_sum(a, x);
   }
 };
 
@@ -337,4 +354,43 @@ TEST_CASE("ResNet-18: reset_outputs with a dict of fc's input and output and the
   CHECK(v.at("pool_in").tensor().shape() == tmod::Shape{1, 512, 7, 7});
   CHECK(max_abs_diff(v.at("fc_out").tensor(), net(x)) == 0);
   CHECK(max_abs_diff(v.at("fc_in").tensor(), F::flatten(net.avgpool(v.at("pool_in").tensor()), {.start_axis = 1})) == 0);
+}
+
+TEST_CASE("tmod::wrap: eager calls run the function, recorded calls are one CallFunction") {
+  const tmod::Tensor x = tmod::randn({2, 5}) * 10.f;
+  CHECK(max_abs_diff(my_relu6(x), F::relu6(x)) == 0);
+  CHECK(max_abs_diff(scaled_sum(x, x), x) == 0);
+  WrapUser m;
+  tmod::TracedModule t = tmod::trace_module(m, x);
+  const std::string printed = text(t.graph());
+  CHECK(printed.find("my_relu6_out = my_relu6(x, )") != std::string::npos);
+  CHECK(printed.find("surgery_scaled_sum(my_relu6_out, x, )") != std::string::npos);
+  CHECK(printed.find("minimum") == std::string::npos);  // the body is not traced through
+  CHECK(t.graph().get_function_by_type("my_relu6").as_count() == 1);
+  CHECK(max_abs_diff(t(x).tensor(), (F::relu6(x) + x) * 0.5f) <= 1e-6);
+  // The registry knows it; a second op of the same name is refused.
+  CHECK(tmod::functional::op_registry::instance().find("my_relu6") == &my_relu6.entry());
+  CHECK_THROWS_AS(tmod::wrap("my_relu6", [](const tmod::Tensor& v) { return v; }), tmod::value_error);
+}
+
+TEST_CASE("ResNet-18: every ReLU call replaced by the wrapped my_relu6, one call each") {
+  models::ResNet net(10, 8);
+  net.eval();
+  const tmod::Tensor x = tmod::randn({1, 3, 32, 32}) * 20.f;
+  tmod::TracedModule t = tmod::trace_module(net, x);
+  for (G::Expr* e : relu_module_calls(t.graph())) {
+    G::Graph& g = *e->top_graph();
+    G::Node* r6 = nullptr;
+    {
+      auto scope = G::insert_exprs(g, e);
+      r6 = my_relu6(tmod::Sym(e->inputs()[1])).node();
+    }
+    G::replace_node(g, {{e->output(), r6}});
+  }
+  CHECK(t.graph().get_function_by_type("my_relu6").as_count() == 17);
+  const std::string block = text(sub(t, "layer1.0").graph());
+  CHECK(block.find("my_relu6_out = my_relu6(bn1_out, )") != std::string::npos);
+  CHECK(block.find("minimum") == std::string::npos);
+  const tmod::Tensor expected = resnet_by_hand(net, x, [](const tmod::Tensor& v) { return F::relu6(v); });
+  CHECK(max_abs_diff(t(x).tensor(), expected) <= 1e-4);
 }
