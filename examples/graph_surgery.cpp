@@ -4,7 +4,7 @@
 #include <models/resnet.hpp>
 
 #include <tracemod/core/factories.hpp>
-#include <tracemod/graph/surgery.hpp>
+#include <tracemod/traced_module/surgery.hpp>
 #include <tracemod/graph/wrap.hpp>
 #include <tracemod/traced_module/trace_module.hpp>
 #include <tracemod/traced_module/traced_module.hpp>

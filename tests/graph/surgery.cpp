@@ -4,7 +4,7 @@
 // every rejected surgery leaves the printed graph unchanged.
 #include <tracemod/core.hpp>
 #include <tracemod/functional.hpp>
-#include <tracemod/graph/surgery.hpp>
+#include <tracemod/traced_module/surgery.hpp>
 #include <tracemod/graph/wrap.hpp>
 #include <tracemod/nn.hpp>
 #include <tracemod/traced_module.hpp>
@@ -64,6 +64,13 @@ struct WrapUser : tmod::Module {
   }
 };
 
+/// A ReluNet, an input and its trace.
+struct TracedReluNet {
+  ReluNet net;
+  tmod::Tensor x = tmod::randn({1, 3, 8, 8});
+  tmod::TracedModule t = tmod::trace_module(net, x);
+};
+
 double max_abs_diff(const tmod::Tensor& a, const tmod::Tensor& b) {
   REQUIRE(a.shape() == b.shape());
   double m = 0;
@@ -90,6 +97,20 @@ std::vector<G::Expr*> relu_module_calls(const G::Graph& g) {
   for (G::Expr* e : g.get_method_by_type("__call__"))
     if (static_cast<const G::ModuleNode*>(e->inputs().front())->module_type() == "ReLU") v.push_back(e);
   return v;
+}
+
+/// Each ReLU call's output replaced by `act` of its input, inserted right after it.
+template <class Act>
+void replace_relu_calls(const std::vector<G::Expr*>& calls, Act act) {
+  for (G::Expr* e : calls) {
+    G::Graph& g = *e->top_graph();
+    G::Node* replacement = nullptr;
+    {
+      auto scope = G::insert_exprs(g, e);
+      replacement = act(tmod::Sym(e->inputs()[1])).node();
+    }
+    G::replace_node(g, {{e->output(), replacement}});
+  }
 }
 
 G::Expr* module_call(const G::Graph& g, const std::string& type) {
@@ -119,9 +140,8 @@ tmod::Tensor resnet_by_hand(const models::ResNet& n, const tmod::Tensor& x, Act 
 }  // namespace
 
 TEST_CASE("insert_exprs: F::neg after every relu of every graph, ids continue, names unique") {
-  ReluNet net;
-  const tmod::Tensor x = tmod::randn({1, 3, 8, 8});
-  tmod::TracedModule t = tmod::trace_module(net, x);
+  TracedReluNet f;
+  auto& [net, x, t] = f;
   G::Graph& root = t.graph();
   std::int64_t max_node = -1, max_expr = -1;
   for (const G::Expr* e : root.exprs(true)) {
@@ -156,9 +176,8 @@ TEST_CASE("insert_exprs: F::neg after every relu of every graph, ids continue, n
 }
 
 TEST_CASE("insert_exprs: the new exprs go after the last producer they use, not before") {
-  ReluNet net;
-  const tmod::Tensor x = tmod::randn({1, 3, 8, 8});
-  tmod::TracedModule t = tmod::trace_module(net, x);
+  TracedReluNet f;
+  auto& [net, x, t] = f;
   G::Graph& g = t.graph();
   G::Expr* relu = g.get_function_by_type(F::relu, false).as_list().front();
   G::Node* r = relu->output();
@@ -171,9 +190,8 @@ TEST_CASE("insert_exprs: the new exprs go after the last producer they use, not 
 }
 
 TEST_CASE("insert_exprs: an exception inside the scope leaves the graph as it was") {
-  ReluNet net;
-  const tmod::Tensor x = tmod::randn({1, 3, 8, 8});
-  tmod::TracedModule t = tmod::trace_module(net, x);
+  TracedReluNet f;
+  auto& [net, x, t] = f;
   G::Graph& g = t.graph();
   G::Node* r = g.get_function_by_type(F::relu, false).as_list().front()->output();
   const std::string before = all_text(g);
@@ -197,9 +215,8 @@ TEST_CASE("insert_exprs: an exception inside the scope leaves the graph as it wa
 }
 
 TEST_CASE("insert_exprs: a node of another graph is rejected and the graph is unchanged") {
-  ReluNet net;
-  const tmod::Tensor x = tmod::randn({1, 3, 8, 8});
-  tmod::TracedModule t = tmod::trace_module(net, x);
+  TracedReluNet f;
+  auto& [net, x, t] = f;
   G::Graph& g = t.graph();
   G::Graph& b0 = sub(t, "b0").graph();
   G::Node* foreign = b0.get_function_by_type(F::relu, false).as_list().front()->output();
@@ -218,9 +235,8 @@ TEST_CASE("insert_exprs: a node of another graph is rejected and the graph is un
 }
 
 TEST_CASE("insert_exprs: attr and call on module nodes record getattr and CallMethod") {
-  ReluNet net;
-  const tmod::Tensor x = tmod::randn({1, 3, 8, 8});
-  tmod::TracedModule t = tmod::trace_module(net, x);
+  TracedReluNet f;
+  auto& [net, x, t] = f;
   G::Graph& g = t.graph();
   G::Node* out = g.outputs().front();
   G::Node* y = nullptr;
@@ -242,9 +258,8 @@ TEST_CASE("insert_exprs: attr and call on module nodes record getattr and CallMe
 }
 
 TEST_CASE("replace_node: MegEngine's rules, and bad replacements change nothing") {
-  ReluNet net;
-  const tmod::Tensor x = tmod::randn({1, 3, 8, 8});
-  tmod::TracedModule t = tmod::trace_module(net, x);
+  TracedReluNet f;
+  auto& [net, x, t] = f;
   G::Graph& g = t.graph();
   G::Expr* relu = g.get_function_by_type(F::relu, false).as_list().front();
   G::Node* a = relu->inputs().front();
@@ -270,9 +285,8 @@ TEST_CASE("replace_node: MegEngine's rules, and bad replacements change nothing"
 }
 
 TEST_CASE("input and output surgery: top graph only, outputs as nested values") {
-  ReluNet net;
-  const tmod::Tensor x = tmod::randn({1, 3, 8, 8});
-  tmod::TracedModule t = tmod::trace_module(net, x);
+  TracedReluNet f;
+  auto& [net, x, t] = f;
   G::Graph& g = t.graph();
   G::Graph& b0 = sub(t, "b0").graph();
   const std::string before = all_text(g);
@@ -317,15 +331,7 @@ TEST_CASE("ResNet-18: every ReLU module call replaced by F::relu6, as the eager 
   tmod::TracedModule t = tmod::trace_module(net, x);
   const std::vector<G::Expr*> calls = relu_module_calls(t.graph());
   REQUIRE(calls.size() == 17);
-  for (G::Expr* e : calls) {
-    G::Graph& g = *e->top_graph();
-    G::Node* r6 = nullptr;
-    {
-      auto scope = G::insert_exprs(g, e);
-      r6 = F::relu6(tmod::Sym(e->inputs()[1])).node();
-    }
-    G::replace_node(g, {{e->output(), r6}});
-  }
+  replace_relu_calls(calls, [](const tmod::Sym& v) { return F::relu6(v); });
   CHECK_NOTHROW(tmod::check(t.graph()));
   CHECK(t.graph().get_function_by_type(F::relu6).as_count() == 17);
   const std::string block = text(sub(t, "layer1.0").graph());
@@ -378,19 +384,66 @@ TEST_CASE("ResNet-18: every ReLU call replaced by the wrapped my_relu6, one call
   net.eval();
   const tmod::Tensor x = tmod::randn({1, 3, 32, 32}) * 20.f;
   tmod::TracedModule t = tmod::trace_module(net, x);
-  for (G::Expr* e : relu_module_calls(t.graph())) {
-    G::Graph& g = *e->top_graph();
-    G::Node* r6 = nullptr;
-    {
-      auto scope = G::insert_exprs(g, e);
-      r6 = my_relu6(tmod::Sym(e->inputs()[1])).node();
-    }
-    G::replace_node(g, {{e->output(), r6}});
-  }
+  replace_relu_calls(relu_module_calls(t.graph()), [](const tmod::Sym& v) { return my_relu6(v); });
   CHECK(t.graph().get_function_by_type("my_relu6").as_count() == 17);
   const std::string block = text(sub(t, "layer1.0").graph());
   CHECK(block.find("my_relu6_out = my_relu6(bn1_out, )") != std::string::npos);
   CHECK(block.find("minimum") == std::string::npos);
   const tmod::Tensor expected = resnet_by_hand(net, x, [](const tmod::Tensor& v) { return F::relu6(v); });
   CHECK(max_abs_diff(t(x).tensor(), expected) <= 1e-4);
+}
+
+TEST_CASE("set_args_kwargs and Expr::replace_inputs on functional and tensor-method calls") {
+  TracedReluNet f;
+  auto& [net, x, t] = f;
+  G::Graph& top = t.graph();
+  G::Graph& b0 = sub(t, "b0").graph();
+  G::Expr* add = b0.get_method_by_type("__add__", false).as_list().front();  // relu_out + 1
+  G::Expr* relu = b0.get_function_by_type(F::relu, false).as_list().front();
+  G::Node* conv_out = relu->inputs().front();
+  const std::string before = all_text(top);
+  // Refused: a module call, a node of another graph, an unknown keyword, a node as a param, a node
+  // produced later. Nothing changes.
+  G::Expr* call = b0.get_method_by_type("__call__", false).as_list().front();
+  CHECK_THROWS_WITH_AS(G::set_args_kwargs(*call, {b0.inputs()[1]}), doctest::Contains("module call"), tmod::graph_error);
+  CHECK_THROWS_AS(G::set_args_kwargs(*relu, {top.inputs()[1]}), tmod::graph_error);
+  CHECK_THROWS_AS(G::set_args_kwargs(*relu, {conv_out}, {{"nope", tmod::Value(1)}}), tmod::graph_error);
+  CHECK_THROWS_AS(G::set_args_kwargs(*relu, {add->output()}), tmod::graph_error);
+  CHECK_THROWS_AS(add->replace_inputs(relu->output(), add->output()), tmod::graph_error);
+  CHECK(all_text(top) == before);
+  CHECK_NOTHROW(tmod::check(top));
+  // relu_out + 2 instead of + 1.
+  G::set_args_kwargs(*add, {relu->output(), tmod::Value(2)});
+  CHECK(text(b0).find("add_out = relu_out.__add__(2, )") != std::string::npos);
+  CHECK_NOTHROW(tmod::check(top));
+  // Structured bindings are not captured (clang 14): the block is passed in.
+  const auto run_b0 = [](const ReluBlock& b, const tmod::Tensor& in, bool skip_relu, float k) {
+    const tmod::Tensor c = b.conv(in);
+    return (skip_relu ? c : F::relu(c)) + k;
+  };
+  CHECK(max_abs_diff(t(x).tensor(), net.b1(F::relu(run_b0(net.b0, x, false, 2.f)))) <= 1e-6);
+  // The relu bypassed: the add reads the conv output.
+  add->replace_inputs(relu->output(), conv_out);
+  CHECK(relu->output()->users().empty());
+  CHECK(max_abs_diff(t(x).tensor(), net.b1(F::relu(run_b0(net.b0, x, true, 2.f)))) <= 1e-6);
+}
+
+TEST_CASE("setattr of a builtin module on a nested traced module, then called from surgery") {
+  TracedReluNet f;
+  auto& [net, x, t] = f;
+  t.setattr("b1.extra", std::unique_ptr<tmod::Module>(std::make_unique<M::Linear>(8, 4)));
+  G::Graph& b1 = sub(t, "b1").graph();
+  G::Node* out = b1.outputs().front();
+  G::Node* y = nullptr;
+  {
+    auto scope = G::insert_exprs(b1, out->expr());
+    auto extra = G::attr(tmod::Sym(b1.inputs().front()), "extra");
+    y = G::call(extra, tmod::Sym(out)).node();
+  }
+  CHECK(static_cast<const G::TensorNode*>(y)->shape() == tmod::Shape{1, 3, 8, 4});
+  G::replace_node(b1, {{out, y}});
+  CHECK(text(b1).find("extra = getattr(self, \"extra\") -> (Linear)") != std::string::npos);
+  CHECK_NOTHROW(tmod::check(t.graph()));
+  const auto& lin = t.getattr("b1.extra").as<M::Linear>();
+  CHECK(max_abs_diff(t(x).tensor(), lin(net(x))) <= 1e-6);
 }

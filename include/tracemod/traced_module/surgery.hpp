@@ -13,6 +13,7 @@
 #include <tracemod/graph/graph.hpp>
 #include <tracemod/graph/recorder.hpp>
 #include <tracemod/graph/sym.hpp>
+#include <tracemod/traced_module/traced_module.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -45,6 +46,31 @@ inline void check_after_surgery([[maybe_unused]] Graph& g) {
 #ifndef NDEBUG
   check(root_graph(g));
 #endif
+}
+
+/// The next (node id, expr id) of the hierarchy `g` belongs to: the top traced module's count
+/// (MegEngine's _total_ids, O(1)) when it is consistent with `g`, else a scan of the hierarchy.
+inline std::pair<std::int64_t, std::int64_t> next_ids(Graph& g) {
+  auto* top = dynamic_cast<TracedModule*>(root_graph(g).owner());
+  std::int64_t local_node = -1, local_expr = -1;
+  for (const Expr* e : g.exprs(false)) {
+    local_expr = std::max(local_expr, e->id());
+    for (const Node* n : e->outputs()) local_node = std::max(local_node, n->id());
+  }
+  if (top != nullptr && top->is_top() && top->total_ids().first > local_node && top->total_ids().second > local_expr)
+    return top->total_ids();
+  std::int64_t next_node = 0, next_expr = 0;
+  for (const Expr* e : root_graph(g).exprs(true)) {
+    next_expr = std::max(next_expr, e->id() + 1);
+    for (const Node* n : e->outputs()) next_node = std::max(next_node, n->id() + 1);
+  }
+  return {next_node, next_expr};
+}
+
+/// Records the ids handed out in the top traced module's count.
+inline void set_next_ids(Graph& g, std::pair<std::int64_t, std::int64_t> next) {
+  if (auto* top = dynamic_cast<TracedModule*>(root_graph(g).owner()); top != nullptr && top->is_top())
+    top->set_total_ids(next);
 }
 
 /// Throws graph_error unless `n` is a node of `g`.
@@ -131,17 +157,14 @@ class InsertScope {
     auto where = list.begin();
     if (at) where = std::next(list.begin(), static_cast<std::ptrdiff_t>(*at) + 1);
     if (where != first) list.splice(where, list, first, list.end());
-    // Ids continue from the hierarchy's current maxima.
-    std::int64_t next_expr = 0, next_node = 0;
-    for (const Expr* e : detail::root_graph(graph_).exprs(true)) {
-      next_expr = std::max(next_expr, e->id() + 1);
-      for (const Node* n : e->outputs()) next_node = std::max(next_node, n->id() + 1);
-    }
+    // Ids continue from the hierarchy's current count.
+    auto [next_node, next_expr] = detail::next_ids(graph_);
     for (const auto& up : list)
       if (fresh.count(up.get()) != 0) {
         expr_access::set_id(*up, next_expr++);
         for (Node* n : up->outputs()) node_access::set_id(*n, next_node++);
       }
+    detail::set_next_ids(graph_, {next_node, next_expr});
     graph_.changed();
     // A broken invariant here is a bug of this file: debug builds stop on it (the destructor
     // cannot throw).
@@ -266,17 +289,90 @@ inline void replace_node(Graph& g, const std::vector<std::pair<Node*, Node*>>& r
   detail::check_after_surgery(g);
 }
 
+/// Replaces every argument of a functional or tensor-method call (MegEngine's set_args_kwargs):
+/// `args` are positional (operands, then positional params), `kwargs` name operands or params;
+/// params left out take their defaults. The new operands must be nodes of the expr's graph produced
+/// before it, and the output's shape and dtype must stay as they are (its users were recorded with
+/// them). A module call's arguments select its callee graph, so it is refused.
+inline void set_args_kwargs(Expr& e, const std::vector<CallArg>& args,
+                            const std::vector<std::pair<std::string, CallArg>>& kwargs = {}) {
+  const std::string where = "set_args_kwargs(%" + std::to_string(e.id()) + " " + e.target() + ")";
+  if (e.op() == nullptr)
+    throw graph_error(where + ": only functional and tensor-method calls can take new arguments" +
+                      (e.is_module_call() ? std::string("; a module call's arguments select its callee graph") : ""));
+  const functional::op_entry& op = *e.op();
+  Graph& g = *e.top_graph();
+  const std::size_t n_operands = op.operands.size();
+  if (args.size() > n_operands + op.positional_param_count())
+    throw graph_error(where + ": " + std::to_string(args.size()) + " positional arguments, at most " +
+                      std::to_string(n_operands + op.positional_param_count()));
+  std::vector<std::optional<CallArg>> canon(n_operands + op.params.size());
+  for (std::size_t i = 0; i < args.size(); ++i) canon[i] = args[i];
+  for (const auto& [key, value] : kwargs) {
+    std::size_t i = 0;
+    while (i < canon.size() && (i < n_operands ? op.operands[i].name : std::string_view(op.params[i - n_operands].name)) != key) ++i;
+    if (i == canon.size()) throw graph_error(where + ": no argument named '" + key + "'");
+    if (canon[i]) throw graph_error(where + ": argument '" + key + "' is given twice");
+    canon[i] = value;
+  }
+  std::vector<CallArg> operands;
+  std::vector<Value> params;
+  for (std::size_t i = 0; i < canon.size(); ++i) {
+    if (i < n_operands) {
+      if (!canon[i]) throw graph_error(where + ": operand '" + std::string(op.operands[i].name) + "' is missing");
+      operands.push_back(*canon[i]);
+    } else if (!canon[i]) {
+      params.push_back(op.params[i - n_operands].default_value);
+    } else if (const Value* v = std::get_if<Value>(&*canon[i])) {
+      params.push_back(*v);
+    } else {
+      throw graph_error(where + ": parameter '" + op.params[i - n_operands].name + "' must be a constant, not a node");
+    }
+  }
+  for (const CallArg& a : operands) {
+    std::vector<Node*> nodes;
+    if (const auto* n = std::get_if<Node*>(&a)) nodes.push_back(*n);
+    if (const auto* l = std::get_if<std::vector<Node*>>(&a)) nodes = *l;
+    for (const Node* n : nodes) {
+      detail::require_node_of(g, n, where);
+      const Expr* p = n->expr();
+      if (p->kind() != ExprKind::input && g.position(p) >= g.position(&e))
+        throw graph_error(where + ": node '" + n->name() + "' is produced after this expr");
+    }
+  }
+  // A scratch call validates operands and params and infers the new output; it is removed again.
+  Expr* scratch = g.create_op_call(op, operands, params);
+  const auto* before = static_cast<const TensorNode*>(e.output());
+  const auto* after = static_cast<const TensorNode*>(scratch->output());
+  if (after->shape() != before->shape() || after->dtype() != before->dtype()) {
+    const std::string why = where + ": the output would change from " + before->shape().to_string() + " to " +
+                            after->shape().to_string();
+    g.erase(scratch);
+    throw graph_error(why);
+  }
+  for (Node* in : e.inputs()) {
+    auto& users = node_access::users(*in);
+    users.erase(std::find(users.begin(), users.end(), &e));
+  }
+  for (Node* in : scratch->inputs())
+    *std::find(node_access::users(*in).begin(), node_access::users(*in).end(), scratch) = &e;
+  expr_access::inputs(e) = std::move(expr_access::inputs(*scratch));
+  expr_access::inputs(*scratch).clear();
+  expr_access::args(e) = std::move(expr_access::args(*scratch));
+  expr_access::kwargs(e) = std::move(expr_access::kwargs(*scratch));
+  expr_access::invalidate_params(e);
+  g.erase(scratch);
+  detail::check_after_surgery(g);
+}
+
 /// Adds a tensor input to the top graph: the module then takes one more argument.
 inline TensorNode* add_input_node(Graph& g, const Shape& shape, DType dtype, std::string_view name) {
   detail::require_top_graph(g, "add_input_node");
+  auto [next_node, next_expr] = detail::next_ids(g);
   TensorNode* n = g.add_tensor_input(name, shape, dtype);
-  std::int64_t next_node = 0;
-  for (const Expr* e : g.exprs(true))
-    for (const Node* x : e->outputs()) next_node = std::max(next_node, x->id() + 1);
-  node_access::set_id(*n, next_node);
-  std::int64_t next_expr = 0;
-  for (const Expr* e : g.exprs(true)) next_expr = std::max(next_expr, e->id() + 1);
-  expr_access::set_id(*n->expr(), next_expr);
+  node_access::set_id(*n, next_node++);
+  expr_access::set_id(*n->expr(), next_expr++);
+  detail::set_next_ids(g, {next_node, next_expr});
   detail::check_after_surgery(g);
   return n;
 }
