@@ -358,7 +358,8 @@ TEST_CASE("ResNet-18: reset_outputs with a dict of fc's input and output and the
   CHECK(v.at("fc_in").tensor().shape() == tmod::Shape{1, 512});
   CHECK(v.at("fc_out").tensor().shape() == tmod::Shape{1, 1000});
   CHECK(v.at("pool_in").tensor().shape() == tmod::Shape{1, 512, 7, 7});
-  CHECK(max_abs_diff(v.at("fc_out").tensor(), net(x)) == 0);
+  // fc applied to the returned fc input (the whole model's equivalence is tested on the narrow one).
+  CHECK(max_abs_diff(v.at("fc_out").tensor(), net.fc(v.at("fc_in").tensor())) == 0);
   CHECK(max_abs_diff(v.at("fc_in").tensor(), F::flatten(net.avgpool(v.at("pool_in").tensor()), {.start_axis = 1})) == 0);
 }
 
