@@ -49,7 +49,7 @@ int main() {
     auto scope = G::insert_exprs(block, r6->expr());
     const tmod::Sym self(block.inputs().front());
     auto w = G::attr(self, "bn1.weight");
-    neg = (F::neg(tmod::Sym(r6)) * F::reshape(w, {.target_shape = {1, -1, 1, 1}})).node();
+    neg = (F::neg(tmod::Sym(r6)) * F::reshape(w, {1, -1, 1, 1})).node();
   }
   G::replace_node(block, {{r6, neg}});
   std::cout << "== layer1.0 with -my_relu6(x) * bn1.weight\n" << block << "\n\n";
