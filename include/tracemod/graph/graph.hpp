@@ -102,6 +102,7 @@ class GraphHolder {
 /// Low-level access for the layers that build and edit graphs (recorder, surgery, flatten, io).
 struct node_access;
 struct expr_access;
+struct graph_access;
 
 class Graph {
  public:
@@ -261,6 +262,7 @@ class Graph {
  private:
   friend class ExecutionPlan;
   friend struct expr_access;
+  friend struct graph_access;
 
   Expr* insert(std::unique_ptr<Expr> e);
   std::string auto_name(std::string_view base, const void* owner) { return ns_.create_unique_name(base, owner); }

@@ -1,0 +1,136 @@
+// tmod::wrap (MegEngine's tm.wrap / torch.fx.wrap): makes a user function a builtin op. Called on
+// tensors it runs the function; called with a tmod::Sym (trace_module, insert_exprs) it records one
+// CallFunction printed with its name instead of the ops inside it. The op joins the registry, so
+// the interpreter (and everything else that reaches ops by target) knows it.
+//
+//   inline const auto my_relu6 = tmod::wrap("my_relu6", [](const auto& x) { return F::minimum(F::relu(x), 6.f); });
+//
+// The function takes N tensors (wrap<N>, default 1) and returns one. Its output shape is found
+// without computing anything when it also accepts Syms (a generic lambda: its ops are recorded
+// into a scratch graph), otherwise by running it on zeros of the operands' shapes.
+// Not done: the compile-time tracer (typed graphs) does not know wrapped functions yet.
+#pragma once
+
+#include <tracemod/core/error.hpp>
+#include <tracemod/core/factories.hpp>
+#include <tracemod/functional/registry.hpp>
+#include <tracemod/graph/graph.hpp>
+#include <tracemod/graph/recorder.hpp>
+#include <tracemod/graph/sym.hpp>
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tracemod {
+
+namespace detail {
+
+template <std::size_t I>
+using tensor_at = Tensor;
+template <std::size_t I>
+using sym_at = graph::Sym;
+
+/// The output shape of `fn` for operands of `shapes`: recorded on Syms into a scratch graph when
+/// `fn` accepts them, else computed on zeros.
+template <class Fn, std::size_t... I>
+Shape wrapped_infer_shape(const Fn& fn, const std::string& name, std::span<const functional::erased_shape> shapes,
+                          std::index_sequence<I...>) {
+  for (const auto& s : shapes)
+    if (s.k != functional::erased_operand::kind::tensor)
+      throw value_error(name + ": every operand of a wrapped function must be a tensor");
+  if constexpr (std::is_invocable_v<const Fn&, const sym_at<I>&...>) {
+    graph::Graph scratch(name, name, nullptr);
+    graph::ModuleNode* self = scratch.add_self_input("Module");
+    std::array<graph::Sym, sizeof...(I)> in{graph::Sym(scratch.add_tensor_input("x", shapes[I].shape, DType::float32))...};
+    graph::Recorder r(scratch, self, nullptr, nullptr, nullptr);
+    const graph::Sym out = fn(in[I]...);
+    return out.shape();
+  } else {
+    return Tensor(fn(zeros(shapes[I].shape)...)).shape();
+  }
+}
+
+template <class Fn, std::size_t... I>
+functional::op_entry wrapped_entry(std::string name, std::shared_ptr<const Fn> fn, std::index_sequence<I...> seq) {
+  functional::op_entry e;
+  e.name = name;
+  e.target = name;
+  e.kind = functional::call_kind::function;
+  static constexpr std::array<std::string_view, 4> names{"x", "y", "z", "w"};
+  static_assert(sizeof...(I) <= names.size(), "tmod::wrap: a wrapped function takes 1 to 4 tensors");
+  e.operands = {functional::operand{names[I], functional::operand_kind::tensor}...};
+  e.make_params = [name](std::span<const Value> values) -> functional::erased_params {
+    if (!values.empty()) throw value_error(name + ": a wrapped function takes no parameters");
+    return std::make_shared<int>(0);  // non-null: built once per expr
+  };
+  e.call = [fn, name](const void*, std::span<const functional::erased_operand> ops) -> Tensor {
+    if (ops.size() != sizeof...(I))
+      throw value_error(name + ": expected " + std::to_string(sizeof...(I)) + " operands, got " + std::to_string(ops.size()));
+    for (const auto& o : ops)
+      if (o.k != functional::erased_operand::kind::tensor) throw value_error(name + ": every operand must be a tensor");
+    return Tensor((*fn)(*ops[I].tensor...));
+  };
+  e.infer_shape = [fn, name](const void*, std::span<const functional::erased_shape> shapes) -> Shape {
+    if (shapes.size() != sizeof...(I))
+      throw value_error(name + ": expected " + std::to_string(sizeof...(I)) + " operands, got " + std::to_string(shapes.size()));
+    return wrapped_infer_shape(*fn, name, shapes, std::index_sequence<I...>{});
+  };
+  e.infer_dtype = [](std::span<const DType>) { return DType::float32; };
+  (void)seq;
+  return e;
+}
+
+}  // namespace detail
+
+/// A user function made a builtin op (see wrap).
+template <std::size_t N, class Fn>
+class wrapped_function {
+ public:
+  wrapped_function(const functional::op_entry& entry, std::shared_ptr<const Fn> fn) : entry_(&entry), fn_(std::move(fn)) {}
+
+  [[nodiscard]] const functional::op_entry& entry() const noexcept { return *entry_; }
+  [[nodiscard]] const std::string& name() const noexcept { return entry_->name; }
+
+  /// Eager: runs the function.
+  template <class... A>
+    requires(sizeof...(A) == N && (std::derived_from<A, Tensor> && ...))
+  Tensor operator()(const A&... a) const {
+    return Tensor((*fn_)(a...));
+  }
+  /// Recording: one CallFunction.
+  template <class... A>
+    requires(sizeof...(A) == N && (graph::detail::is_sym_v<A> || ...) &&
+             ((graph::detail::is_sym_v<A> || std::derived_from<A, Tensor>) && ...))
+  graph::Sym operator()(const A&... a) const {
+    graph::Recorder& r = graph::Recorder::current(entry_->name);
+    const std::vector<graph::CallArg> operands{graph::detail::to_arg(r, a)...};
+    return graph::Sym(r.graph().create_op_call(*entry_, operands, {})->output());
+  }
+
+ private:
+  const functional::op_entry* entry_;
+  std::shared_ptr<const Fn> fn_;
+};
+
+/// Registers `fn` (N tensors -> one tensor) as the builtin op `name`; throws value_error if an op
+/// of that name exists. Wrap once, at namespace scope, as MegEngine's decorator does.
+template <std::size_t N = 1, class Fn>
+wrapped_function<N, Fn> wrap(std::string name, Fn fn) {
+  static_assert(N >= 1, "tmod::wrap: a wrapped function takes at least one tensor");
+  static_assert(std::is_invocable_v<const Fn&, const detail::tensor_at<0>&> || N != 1,
+                "tmod::wrap: the function must accept tmod::Tensor operands (wrap<N> for N of them)");
+  if (name.empty()) throw value_error("tmod::wrap: the name is empty");
+  auto shared = std::make_shared<const Fn>(std::move(fn));
+  const functional::op_entry& entry =
+      functional::op_registry::instance().add(detail::wrapped_entry(std::move(name), shared, std::make_index_sequence<N>{}));
+  return wrapped_function<N, Fn>(entry, std::move(shared));
+}
+
+}  // namespace tracemod
