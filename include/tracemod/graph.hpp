@@ -12,3 +12,4 @@
 #include <tracemod/graph/print.hpp>
 #include <tracemod/graph/recorder.hpp>
 #include <tracemod/graph/sym.hpp>
+#include <tracemod/graph/wrap.hpp>

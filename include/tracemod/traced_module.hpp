@@ -4,5 +4,6 @@
 
 #include <tracemod/graph.hpp>
 #include <tracemod/traced_module/lower.hpp>
+#include <tracemod/traced_module/surgery.hpp>
 #include <tracemod/traced_module/trace_module.hpp>
 #include <tracemod/traced_module/traced_module.hpp>

@@ -5,6 +5,7 @@
 #include <tracemod/core.hpp>
 #include <tracemod/functional.hpp>
 #include <tracemod/io/npy.hpp>
+#include <tracemod/io/serialize.hpp>
 #include <tracemod/nn.hpp>
 #include <tracemod/trace.hpp>
 #include <tracemod/traced_module.hpp>
