@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <thread>
 #include <type_traits>
@@ -49,8 +50,19 @@ inline int hardware_threads() noexcept {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
+/// OMP_NUM_THREADS when it starts with a positive number (as PyTorch reads it), else
+/// hardware_threads().
+inline int default_num_threads() noexcept {
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (end != env && n > 0 && n <= 4096) return static_cast<int>(n);
+  }
+  return hardware_threads();
+}
+
 inline std::atomic<int>& num_threads_setting() noexcept {
-  static std::atomic<int> n{hardware_threads()};
+  static std::atomic<int> n{default_num_threads()};
   return n;
 }
 
@@ -100,7 +112,8 @@ class region_guard {
 
 /// Threads the kernels use from now on (n >= 1; values below are clamped to 1).
 inline void set_num_threads(int n) noexcept { detail::num_threads_setting().store(std::max(1, n)); }
-/// Threads the kernels use; defaults to the number of CPUs the process may run on.
+/// Threads the kernels use; defaults to OMP_NUM_THREADS if set, else the number of CPUs the process
+/// may run on.
 [[nodiscard]] inline int get_num_threads() noexcept { return detail::num_threads_setting().load(); }
 /// Whether this build runs kernels on several threads at all.
 [[nodiscard]] constexpr bool parallel_backend_available() noexcept {

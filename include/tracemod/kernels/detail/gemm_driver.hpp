@@ -88,8 +88,8 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
       const std::int64_t kc = std::min(kc_max, k - k0);
       const bool first_block = k0 == 0;  // later k blocks accumulate onto what it wrote
-      // A panel costs about as much to pack as a tenth of the FMAs of one tile on it.
-      parallel_for(0, panels, grain_in_items(grains().gemm_flops, 10 * kc * gemm_nr), [&](std::int64_t lo, std::int64_t hi) {
+      // Packing a float (a copy, or an im2col gather) costs about as long as 32 flops of the tiles.
+      parallel_for(0, panels, grain_in_items(grains().gemm_flops, 32 * kc * gemm_nr), [&](std::int64_t lo, std::int64_t hi) {
         const std::int64_t first = lo * gemm_nr, last = std::min(nc, hi * gemm_nr);
         pack_b(b_panels + first * kc, k0, kc, j0 + first, last - first);
       });

@@ -1,8 +1,9 @@
 // How much work a kernel gives each thread at least. Below twice its grain a kernel runs on the
-// calling thread: a parallel_for costs a fork and a join, which small problems cannot repay. Each
-// grain is measured, not guessed: bench/bench_parallel.cpp times every kernel at 1 and 2 threads
-// over a size sweep with the grains lowered to 1, and each grain is the size where two threads start
-// to win, rounded to a power of two (docs/kernels.md, "Threads", has the figures).
+// calling thread: a parallel_for costs a fork and a join, which small problems cannot repay. The
+// grains come from measurements (bench/bench_parallel.cpp; docs/kernels.md, "Threads", has the
+// figures): a thread's share must take at least about twice a fork-join (7 us measured with
+// OMP_WAIT_POLICY=passive on a loaded 2-core machine, 1-3 us on an idle one) at the single-thread
+// rate of the family's kernel, rounded to a power of two.
 #pragma once
 
 #include <tracemod/core/parallel.hpp>
@@ -14,10 +15,10 @@ namespace tracemod::kernels::detail {
 
 /// Minimum work per chunk of each kernel family, in the unit the comment names.
 struct parallel_grains {
-  std::int64_t elementwise = 1 << 14;  ///< output floats of a unary/binary/fused elementwise pass
-  std::int64_t copy = 1 << 15;         ///< floats moved by transpose / concat
+  std::int64_t elementwise = 1 << 14;  ///< output floats of a unary/binary/fused elementwise pass (0.5 ns each)
+  std::int64_t copy = 1 << 15;         ///< floats moved by transpose / concat (0.4 ns each at the L2 copy rate)
   std::int64_t plane = 1 << 14;        ///< input floats read by pooling / batch norm / softmax / reductions
-  std::int64_t gemm_flops = 1 << 18;   ///< multiply-adds x 2 of GEMM tiles (and packing, as its copies)
+  std::int64_t gemm_flops = 1 << 20;   ///< 2 x multiply-adds of GEMM tiles (~100 GFLOP/s); a packed float counts 32
 };
 
 /// The grains in force. Mutable only so the sweep in bench/bench_parallel.cpp can lower them.
