@@ -190,12 +190,12 @@ TEST_CASE("threads: softmax and reductions are bit-identical at 1-4 threads") {
       return y;
     });
     using reduce_fn = void (*)(const float*, float*, std::size_t, std::size_t, std::size_t);
-    for (const auto& [name, fn] : {std::pair<const char*, reduce_fn>{"reduce_sum", k::reduce_sum},
-                                   {"reduce_mean", k::reduce_mean}, {"reduce_max", k::reduce_max},
-                                   {"reduce_min", k::reduce_min}})
-      check_bit_identical(std::string(name) + " " + shape, [&] {
+    for (const auto& reduction : {std::pair<const char*, reduce_fn>{"reduce_sum", k::reduce_sum},
+                                  {"reduce_mean", k::reduce_mean}, {"reduce_max", k::reduce_max},
+                                  {"reduce_min", k::reduce_min}})
+      check_bit_identical(std::string(reduction.first) + " " + shape, [&] {
         auto y = out_of(m);
-        fn(x.data(), y.data(), outer, len, inner);
+        reduction.second(x.data(), y.data(), outer, len, inner);
         return y;
       });
   }
