@@ -1,5 +1,7 @@
-// conv2d throughput (batch 1, resnet18 shapes) against the FMA peak measured in the same run.
+// conv2d throughput (batch 1, resnet18 shapes) at 1 and 2 threads, against the FMA peak of the cores
+// used, measured in the same run.
 #include "machine_limits.hpp"
+#include "threads.hpp"
 
 #include <tracemod/kernels/conv2d.hpp>
 
@@ -23,6 +25,7 @@ std::vector<float> random_floats(std::int64_t n, unsigned seed) {
 
 void BM_conv2d(benchmark::State& state, kern::conv2d_geometry g,
                kern::conv2d_algorithm algorithm = kern::conv2d_algorithm::automatic) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   const std::int64_t out_plane = g.out_h() * g.out_w();
   const auto input = random_floats(g.n * g.c * g.h * g.w, 1);
   const auto weight = random_floats(g.k * (g.c / g.groups) * g.r * g.s, 2);
@@ -34,7 +37,7 @@ void BM_conv2d(benchmark::State& state, kern::conv2d_geometry g,
     benchmark::ClobberMemory();
   }
   const double macs = static_cast<double>(g.n * g.k * out_plane * (g.c / g.groups) * g.r * g.s);
-  tracemod::bench::report_flops(state, 2.0 * macs);
+  tracemod::bench::report_flops(state, 2.0 * macs, state.range(0));
 }
 
 // Winograd with its filters transformed once, outside the timed loop (inference with prepacked
@@ -87,11 +90,11 @@ constexpr kern::conv2d_geometry resnet_3x3(std::int64_t channels, std::int64_t s
 #define TRACEMOD_BENCH_RESNET_3X3(C, S)                                                                  \
   BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_##C##_##S##x##S##_direct, resnet_3x3(C, S),                 \
                     kern::conv2d_algorithm::direct)                                                      \
-      ->Unit(benchmark::kMillisecond)                                                                    \
+      ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)                                                                    \
       ->MinTime(0.3);                                                                                    \
   BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_##C##_##S##x##S##_winograd, resnet_3x3(C, S),               \
                     kern::conv2d_algorithm::winograd)                                                    \
-      ->Unit(benchmark::kMillisecond)                                                                    \
+      ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)                                                                    \
       ->MinTime(0.3);                                                                                    \
   BENCHMARK_CAPTURE(BM_conv2d_winograd_prepacked, resnet18_3x3_##C##_##S##x##S##_winograd_prepacked,    \
                     resnet_3x3(C, S))                                                                    \
@@ -104,10 +107,10 @@ TRACEMOD_BENCH_RESNET_3X3(512, 7);
 // The batch-8 shapes: more tiles per filter transform.
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_direct,
                   kern::conv2d_geometry{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1}, kern::conv2d_algorithm::direct)
-    ->Unit(benchmark::kMillisecond)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_winograd,
                   kern::conv2d_geometry{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1}, kern::conv2d_algorithm::winograd)
-    ->Unit(benchmark::kMillisecond)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
 // MobileNetV2's depthwise layers (batch 1): stride 2 reads de-interleaved rows, no gathers.
 BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s2_96_112x112, depthwise_3x3(96, 112, 2))
     ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
@@ -121,20 +124,20 @@ BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s1_960_7x7, depthwise_3x3
     ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
 // MobileNetV2's 1x1 convolutions at small spatial sizes (batch 1).
 BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_64_384_14x14, kern::conv2d_geometry{1, 64, 14, 14, 384, 1, 1})
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
 BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_384_64_14x14, kern::conv2d_geometry{1, 384, 14, 14, 64, 1, 1})
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
 BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_160_960_7x7, kern::conv2d_geometry{1, 160, 7, 7, 960, 1, 1})
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
 BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_960_160_7x7, kern::conv2d_geometry{1, 960, 7, 7, 160, 1, 1})
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
 BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_320_1280_7x7, kern::conv2d_geometry{1, 320, 7, 7, 1280, 1, 1})
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_stem_7x7s2_3_224x224,
                   kern::conv2d_geometry{1, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3})
-    ->Unit(benchmark::kMillisecond)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_1x1s2_64_128_56x56, kern::conv2d_geometry{1, 64, 56, 56, 128, 1, 1, 2, 2})
-    ->Unit(benchmark::kMillisecond)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
 BENCHMARK_CAPTURE(BM_conv2d, depthwise_3x3_256_28x28,
                   kern::conv2d_geometry{1, 256, 28, 28, 256, 3, 3, 1, 1, 1, 1, 1, 1, 256})
-    ->Unit(benchmark::kMillisecond)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);

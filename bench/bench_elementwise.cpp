@@ -4,6 +4,7 @@
 #include <tracemod/kernels/elementwise.hpp>
 
 #include "machine_limits.hpp"
+#include "threads.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -16,6 +17,7 @@ namespace {
 namespace k = tracemod::kernels;
 using tracemod::Shape;
 using tracemod::bench::report_bytes;
+using tracemod::bench::scoped_threads;
 using aligned_floats = std::vector<float, xsimd::aligned_allocator<float, k::buffer_alignment>>;
 
 constexpr std::int64_t activation = std::int64_t{1} * 64 * 56 * 56;
@@ -32,6 +34,7 @@ aligned_floats random_floats(std::int64_t n, unsigned seed) {
 }
 
 void BM_relu(benchmark::State& state) {
+  const scoped_threads threads(state, 1);
   const std::int64_t n = state.range(0);
   const auto x = random_floats(n, 1);
   aligned_floats y(static_cast<std::size_t>(n));
@@ -42,9 +45,10 @@ void BM_relu(benchmark::State& state) {
   }
   report_bytes(state, 2 * bytes_per_float * static_cast<double>(n));
 }
-BENCHMARK(BM_relu)->Arg(activation)->Arg(large);
+BENCHMARK(BM_relu)->Apply([](auto* b) { tracemod::bench::sizes_over_threads(b, {activation, large}); });
 
 void BM_relu_in_place(benchmark::State& state) {
+  const scoped_threads threads(state, 1);
   const std::int64_t n = state.range(0);
   auto x = random_floats(n, 2);
   benchmark::DoNotOptimize(x.data());
@@ -54,9 +58,10 @@ void BM_relu_in_place(benchmark::State& state) {
   }
   report_bytes(state, 2 * bytes_per_float * static_cast<double>(n));
 }
-BENCHMARK(BM_relu_in_place)->Arg(large);
+BENCHMARK(BM_relu_in_place)->Apply([](auto* b) { tracemod::bench::sizes_over_threads(b, {large}); });
 
 void BM_add(benchmark::State& state) {
+  const scoped_threads threads(state, 1);
   const std::int64_t n = state.range(0);
   const auto a = random_floats(n, 3);
   const auto b = random_floats(n, 4);
@@ -68,10 +73,11 @@ void BM_add(benchmark::State& state) {
   }
   report_bytes(state, 3 * bytes_per_float * static_cast<double>(n));
 }
-BENCHMARK(BM_add)->Arg(activation)->Arg(large);
+BENCHMARK(BM_add)->Apply([](auto* b) { tracemod::bench::sizes_over_threads(b, {activation, large}); });
 
 // x[1,64,56,56] + bias[64,1,1]: 64 rows of 3136 elements, each a tensor-scalar loop.
 void BM_add_channel_bias(benchmark::State& state) {
+  const scoped_threads threads(state, 0);
   const Shape sx{1, 64, 56, 56}, sb{64, 1, 1};
   const auto x = random_floats(sx.numel(), 5);
   const auto bias = random_floats(sb.numel(), 6);
@@ -83,6 +89,6 @@ void BM_add_channel_bias(benchmark::State& state) {
   }
   report_bytes(state, bytes_per_float * static_cast<double>(2 * sx.numel() + sb.numel()));
 }
-BENCHMARK(BM_add_channel_bias);
+BENCHMARK(BM_add_channel_bias)->Apply(tracemod::bench::over_threads);
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <tracemod/trace.hpp>
 
 #include "machine_limits.hpp"
+#include "threads.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -44,6 +45,7 @@ struct chain10 {
 
 template <class Forward>
 void BM_fused_unary(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   const auto g = tmod::symbolic_trace(Forward{}, tmod::spec({large}));
   const tmod::Tensor x = tmod::uniform({large}, -1.f, 1.f, 1);
   for (auto _ : state) benchmark::DoNotOptimize(g(x));
@@ -52,6 +54,7 @@ void BM_fused_unary(benchmark::State& state) {
 
 template <class Forward>
 void BM_eager_unary(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   const Forward f;
   const tmod::Tensor x = tmod::uniform({large}, -1.f, 1.f, 1);
   for (auto _ : state) benchmark::DoNotOptimize(f(x));
@@ -60,6 +63,7 @@ void BM_eager_unary(benchmark::State& state) {
 
 template <class Forward>
 void BM_fused_binary(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   const auto g = tmod::symbolic_trace(Forward{}, tmod::spec({large}), tmod::spec({large}));
   const tmod::Tensor x = tmod::uniform({large}, -1.f, 1.f, 1), y = tmod::uniform({large}, -1.f, 1.f, 2);
   for (auto _ : state) benchmark::DoNotOptimize(g(x, y));
@@ -68,17 +72,30 @@ void BM_fused_binary(benchmark::State& state) {
 
 template <class Forward>
 void BM_eager_binary(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   const Forward f;
   const tmod::Tensor x = tmod::uniform({large}, -1.f, 1.f, 1), y = tmod::uniform({large}, -1.f, 1.f, 2);
   for (auto _ : state) benchmark::DoNotOptimize(f(x, y));
   report_bytes(state, 3 * bytes_per_float * large);
 }
 
-BENCHMARK(BM_fused_unary<affine_relu>)->Name("BM_fused/relu(x*a+b)")->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_eager_unary<affine_relu>)->Name("BM_eager/relu(x*a+b)")->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_fused_binary<chain5>)->Name("BM_fused/chain5")->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_eager_binary<chain5>)->Name("BM_eager/chain5")->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_fused_binary<chain10>)->Name("BM_fused/chain10")->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_eager_binary<chain10>)->Name("BM_eager/chain10")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_fused_unary<affine_relu>)->Name("BM_fused/relu(x*a+b)")
+    ->Unit(benchmark::kMillisecond)
+    ->Apply(tracemod::bench::over_threads);
+BENCHMARK(BM_eager_unary<affine_relu>)->Name("BM_eager/relu(x*a+b)")
+    ->Unit(benchmark::kMillisecond)
+    ->Apply(tracemod::bench::over_threads);
+BENCHMARK(BM_fused_binary<chain5>)->Name("BM_fused/chain5")
+    ->Unit(benchmark::kMillisecond)
+    ->Apply(tracemod::bench::over_threads);
+BENCHMARK(BM_eager_binary<chain5>)->Name("BM_eager/chain5")
+    ->Unit(benchmark::kMillisecond)
+    ->Apply(tracemod::bench::over_threads);
+BENCHMARK(BM_fused_binary<chain10>)->Name("BM_fused/chain10")
+    ->Unit(benchmark::kMillisecond)
+    ->Apply(tracemod::bench::over_threads);
+BENCHMARK(BM_eager_binary<chain10>)->Name("BM_eager/chain10")
+    ->Unit(benchmark::kMillisecond)
+    ->Apply(tracemod::bench::over_threads);
 
 }  // namespace

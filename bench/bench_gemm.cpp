@@ -1,5 +1,6 @@
-// GEMM throughput, single thread, against the FMA peak measured in the same run.
+// GEMM throughput at 1 and 2 threads, against the FMA peak of the cores used, measured in the same run.
 #include "machine_limits.hpp"
+#include "threads.hpp"
 
 #include <tracemod/kernels/gemm.hpp>
 
@@ -28,6 +29,7 @@ std::vector<float> random_floats(std::int64_t n, unsigned seed) {
 
 // C[M,N] = op(A) op(B), every operand a dense row-major buffer.
 void BM_gemm(benchmark::State& state, gemm_shape s) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   const auto a = random_floats(s.m * s.k, 1);
   const auto b = random_floats(s.k * s.n, 2);
   std::vector<float> c(static_cast<std::size_t>(s.m * s.n));
@@ -37,24 +39,24 @@ void BM_gemm(benchmark::State& state, gemm_shape s) {
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
-  tracemod::bench::report_flops(state, 2.0 * static_cast<double>(s.m * s.n * s.k));
+  tracemod::bench::report_flops(state, 2.0 * static_cast<double>(s.m * s.n * s.k), state.range(0));
 }
 
 }  // namespace
 
 BENCHMARK_CAPTURE(BM_gemm, square_512, gemm_shape{false, false, 512, 512, 512})
-    ->Unit(benchmark::kMillisecond)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
 // nn.Linear: batch 64 times weights [1000, 512], used transposed.
 BENCHMARK_CAPTURE(BM_gemm, linear_64x1000x512_bt, gemm_shape{false, true, 64, 1000, 512})
-    ->Unit(benchmark::kMillisecond)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
 BENCHMARK_CAPTURE(BM_gemm, square_512_at, gemm_shape{true, false, 512, 512, 512})
-    ->Unit(benchmark::kMillisecond)->MinTime(0.2);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.2);
 BENCHMARK_CAPTURE(BM_gemm, square_512_bt, gemm_shape{false, true, 512, 512, 512})
-    ->Unit(benchmark::kMillisecond)->MinTime(0.2);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.2);
 BENCHMARK_CAPTURE(BM_gemm, square_1024, gemm_shape{false, false, 1024, 1024, 1024})
-    ->Unit(benchmark::kMillisecond)->MinTime(0.2);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.2);
 BENCHMARK_CAPTURE(BM_gemm, odd_500x300x700, gemm_shape{false, false, 500, 300, 700})
-    ->Unit(benchmark::kMillisecond)->MinTime(0.2);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.2);
 // Batch-1 inference: a matrix-vector product, bound by reading the weights.
 BENCHMARK_CAPTURE(BM_gemm, linear_1x1000x512_bt, gemm_shape{false, true, 1, 1000, 512})
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.2);

@@ -6,6 +6,7 @@
 // the same process on buffers of that size; BM_memcpy/<n> lists the same baselines as benchmarks
 // of their own, with the same byte count.
 #include "machine_limits.hpp"
+#include "threads.hpp"
 
 #include <tracemod/kernels/batch_norm.hpp>
 #include <tracemod/kernels/pooling.hpp>
@@ -103,6 +104,7 @@ BENCHMARK(BM_memcpy)
     ->Arg(floats(512 * 7 * 7 + 512) / 2);
 
 void BM_max_pool2d_3x3s2p1_1x64x112x112(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   const k::pool2d_geometry g{.n = 1, .c = 64, .h = 112, .w = 112, .kernel_h = 3, .kernel_w = 3, .stride_h = 2,
                              .stride_w = 2, .pad_h = 1, .pad_w = 1};
   const auto x = random_values(static_cast<std::size_t>(g.n * g.c * g.h * g.w));
@@ -114,9 +116,10 @@ void BM_max_pool2d_3x3s2p1_1x64x112x112(benchmark::State& state) {
   }
   report(state, x.size(), y.size());
 }
-BENCHMARK(BM_max_pool2d_3x3s2p1_1x64x112x112);
+BENCHMARK(BM_max_pool2d_3x3s2p1_1x64x112x112)->Apply(tracemod::bench::over_threads);
 
 void BM_batch_norm_inference_1x64x56x56(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   constexpr std::size_t c = 64, s = 56 * 56;
   const auto x = random_values(c * s);
   std::vector<float> y(c * s), mean(c, 0.1f), var(c, 2.0f), weight(c, 1.5f), bias(c, -0.5f);
@@ -127,9 +130,10 @@ void BM_batch_norm_inference_1x64x56x56(benchmark::State& state) {
   }
   report(state, x.size(), y.size());
 }
-BENCHMARK(BM_batch_norm_inference_1x64x56x56);
+BENCHMARK(BM_batch_norm_inference_1x64x56x56)->Apply(tracemod::bench::over_threads);
 
 void BM_softmax_64x1000_last_axis(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   const auto x = random_values(64 * 1000);
   std::vector<float> y(x.size());
   for (auto _ : state) {
@@ -139,9 +143,10 @@ void BM_softmax_64x1000_last_axis(benchmark::State& state) {
   }
   report(state, x.size(), y.size());
 }
-BENCHMARK(BM_softmax_64x1000_last_axis);
+BENCHMARK(BM_softmax_64x1000_last_axis)->Apply(tracemod::bench::over_threads);
 
 void BM_adaptive_avg_pool2d_1x512x7x7_to_1x1(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   const auto x = random_values(512 * 7 * 7);
   std::vector<float> y(512);
   for (auto _ : state) {
@@ -151,6 +156,6 @@ void BM_adaptive_avg_pool2d_1x512x7x7_to_1x1(benchmark::State& state) {
   }
   report(state, x.size(), y.size());
 }
-BENCHMARK(BM_adaptive_avg_pool2d_1x512x7x7_to_1x1);
+BENCHMARK(BM_adaptive_avg_pool2d_1x512x7x7_to_1x1)->Apply(tracemod::bench::over_threads);
 
 }  // namespace

@@ -1,12 +1,13 @@
-// Full-width ResNet-18, batch 1, 3x224x224, eval mode, single thread: the module forward next to
-// the sum of its conv/linear kernel calls (each layer through F::conv2d/F::linear with its own
-// weights and its own input, as in the forward: no call finds another's operands in cache), so the
-// time spent outside those kernels shows.
+// Full-width ResNet-18, 3x224x224, eval mode, at 1 and 2 threads: the module forward (batch 1 and 8)
+// next to the sum of its conv/linear kernel calls at batch 1 (each layer through F::conv2d/F::linear
+// with its own weights and its own input, as in the forward: no call finds another's operands in
+// cache), so the time spent outside those kernels shows.
 //
-//   BM_resnet18_forward          net(x)
-//   BM_resnet18_conv_linear_sum  every conv/linear call of one forward, back to back
-//   BM_resnet18_conv/<i>         one distinct conv shape (counter: occurrences per forward)
+//   BM_resnet18_forward/batch/threads  net(x) (counter images_per_s)
+//   BM_resnet18_conv_linear_sum        every conv/linear call of one forward, back to back
+//   BM_resnet18_conv/<i>/threads       one distinct conv shape (counter: occurrences per forward)
 #include <machine_limits.hpp>
+#include <threads.hpp>
 #include <models/resnet.hpp>
 
 #include <tracemod/core/factories.hpp>
@@ -79,15 +80,29 @@ resnet_fixture& fixture() {
 }
 
 void BM_resnet18_forward(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 1);
   resnet_fixture& f = fixture();
+  const std::int64_t batch = state.range(0);
+  tmod::Shape shape = f.x.shape();
+  shape[0] = batch;
+  const tmod::Tensor x = tmod::randn(shape, 7);
   double flops = 2.0 * static_cast<double>(f.net.fc.weight.numel());
   for (const conv_call& c : f.convs) flops += c.occurrences * resnet_fixture::conv_flops(c);
-  for (auto _ : state) benchmark::DoNotOptimize(f.net(f.x));
-  tracemod::bench::report_flops(state, flops);
+  for (auto _ : state) benchmark::DoNotOptimize(f.net(x));
+  tracemod::bench::report_flops(state, flops * static_cast<double>(batch), state.range(1));
+  state.counters["images_per_s"] =
+      benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_resnet18_forward)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_resnet18_forward)
+    ->ArgNames({"batch", "threads"})
+    ->ArgsProduct({{1, 8}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 void BM_resnet18_conv_linear_sum(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   resnet_fixture& f = fixture();
   std::vector<tmod::Tensor> inputs;
   double flops = 2.0 * static_cast<double>(f.net.fc.weight.numel());
@@ -103,21 +118,30 @@ void BM_resnet18_conv_linear_sum(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(F::linear(fc_x, f.net.fc.weight, f.net.fc.bias));
   }
-  tracemod::bench::report_flops(state, flops);
+  tracemod::bench::report_flops(state, flops, state.range(0));
 }
-BENCHMARK(BM_resnet18_conv_linear_sum)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_resnet18_conv_linear_sum)
+    ->Apply(tracemod::bench::over_threads)
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 void BM_resnet18_conv(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 1);
   resnet_fixture& f = fixture();
   const conv_call& c = f.convs.at(static_cast<std::size_t>(state.range(0)));
   const tmod::Tensor in = tmod::randn(c.input, 3);
   for (auto _ : state) benchmark::DoNotOptimize(F::conv2d(in, c.conv->weight, tmod::none, c.conv->conv_params()));
-  tracemod::bench::report_flops(state, resnet_fixture::conv_flops(c));
+  tracemod::bench::report_flops(state, resnet_fixture::conv_flops(c), state.range(1));
   state.counters["occurrences"] = c.occurrences;
   state.SetLabel("in " + c.input.to_string() + " w " + c.conv->weight.shape().to_string() + " stride " +
                  std::to_string(c.conv->stride.h));
 }
 // ResNet-18 has 11 distinct conv shapes.
-BENCHMARK(BM_resnet18_conv)->DenseRange(0, 10)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_resnet18_conv)
+    ->ArgNames({"conv", "threads"})
+    ->ArgsProduct({benchmark::CreateDenseRange(0, 10, 1), {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace

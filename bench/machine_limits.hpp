@@ -103,12 +103,14 @@ inline const machine_limits_t& machine_limits() {
   return limits;
 }
 
-/// Counters "GFLOP/s" and "of_peak" (fraction of machine_limits().peak_gflops).
-inline void report_flops(benchmark::State& state, double flops_per_iter) {
+/// Counters "GFLOP/s" and "of_peak" (fraction of the FMA peak of `cores` cores, each
+/// machine_limits().peak_gflops).
+inline void report_flops(benchmark::State& state, double flops_per_iter, std::int64_t cores = 1) {
   using benchmark::Counter;
   state.counters["GFLOP/s"] = Counter(flops_per_iter * 1e-9, Counter::kIsIterationInvariantRate);
   state.counters["of_peak"] =
-      Counter(flops_per_iter / (machine_limits().peak_gflops * 1e9), Counter::kIsIterationInvariantRate);
+      Counter(flops_per_iter / (machine_limits().peak_gflops * 1e9 * static_cast<double>(cores)),
+              Counter::kIsIterationInvariantRate);
 }
 
 /// Counters "GB/s" and "of_triad" (fraction of machine_limits().triad_gbps).

@@ -162,8 +162,9 @@ inline void register_side_by_side(const std::string& name, tracemod_factory make
       {"torch_best", runner::torch_best},
   };
   for (const auto& [label, which] : runners)
-    benchmark::RegisterBenchmark((name + "/" + label).c_str(),
-                                 [name, make, which = which](benchmark::State& s) { run_benchmark(s, name, make, which); })
+    benchmark::RegisterBenchmark(
+        (name + "/" + label).c_str(),
+        [name, make, which = which](benchmark::State& s) { run_benchmark(s, name, make, which); })
         ->ArgNames({"threads", "batch"})
         ->ArgsProduct({{1, 2}, {1, 8}})
         ->Unit(benchmark::kMillisecond)

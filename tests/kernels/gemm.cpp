@@ -133,10 +133,10 @@ TEST_CASE("gemm: odd sizes, every transpose combination") {
 }
 
 TEST_CASE("gemm: sizes crossing the register and cache blocking boundaries") {
-  using kern::detail::gemm_kc;
   using kern::detail::gemm_mr;
-  using kern::detail::gemm_nc;
   using kern::detail::gemm_nr;
+  const std::int64_t gemm_kc = kern::detail::gemm_blocking().kc;  // this machine's blocks
+  const std::int64_t gemm_nc = kern::detail::gemm_blocking().nc;
   const gemm_case cases[] = {
       {false, false, gemm_mr - 1, gemm_nr - 1, 3},     {false, false, gemm_mr, gemm_nr, 3},
       {false, false, gemm_mr + 1, gemm_nr + 1, 3},     {false, false, 2 * gemm_mr + 1, 2 * gemm_nr + 1, 5},

@@ -2,6 +2,7 @@
 // width-8 network (tests/data/resnet18, from tests/reference/gen_modules.py) loads strictly, and
 // the eval-mode output matches.
 #include <model_goldens.hpp>
+#include <thread_counts.hpp>
 #include <tracemod/kernels/conv2d.hpp>
 #include <models/resnet.hpp>
 
@@ -56,4 +57,17 @@ TEST_CASE("ResNet-18: loads a torchvision-named state_dict and matches PyTorch's
   const tmod::Tensor winograd = net(x);
   tmod::kernels::set_conv2d_algorithm(tmod::kernels::conv2d_algorithm::automatic);
   golden::check_close(winograd, expected, 1e-4, 1e-4 * scale, "resnet18 with Winograd");
+}
+
+TEST_CASE("ResNet-18: the forward is bit-identical at 1, 2, 3 and 4 threads") {
+  models::ResNet net(10, 8);
+  net.eval();
+  for (const std::int64_t batch : {1, 3}) {
+    const tmod::Tensor x = tmod::randn({batch, 3, 40, 40}, 5);
+    thread_counts::check_bit_identical("resnet18 batch " + std::to_string(batch), [&] {
+      const tmod::Tensor y = net(x);
+      const auto v = y.values<float>();
+      return std::vector<float>(v.begin(), v.end());
+    });
+  }
 }

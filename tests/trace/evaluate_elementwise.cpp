@@ -3,6 +3,7 @@
 // except that a multiply followed by an add may become one FMA in the fused loop: chains where a
 // product feeds an addition are compared within a few ulps when the target has FMA, exactly otherwise.
 #include <golden.hpp>
+#include <thread_counts.hpp>
 
 #include <tracemod/core/factories.hpp>
 #include <tracemod/functional.hpp>
@@ -222,4 +223,20 @@ TEST_CASE("evaluate: a graph is reusable with new values of the same shape") {
     const tmod::Tensor x = tmod::randn({15}, seed);
     check_matches(g(x), f(x), false, "reuse");
   }
+}
+
+TEST_CASE("evaluate: the fused loop is bit-identical at 1, 2, 3 and 4 threads") {
+  const auto f = [](const auto& x, const auto& m, const auto& s) { return F::sigmoid((x - m) / s) * x + 1.f; };
+  const auto flat = tmod::symbolic_trace(f, tmod::spec({3, 5, 7, 11}), tmod::spec({3, 5, 7, 11}),
+                                         tmod::spec({3, 5, 7, 11}));
+  const auto broadcast = tmod::symbolic_trace(f, tmod::spec({3, 5, 7, 11}), tmod::spec({5, 1, 1}), tmod::spec({1, 11}));
+  const tmod::Tensor x = tmod::randn({3, 5, 7, 11}, 1), m = tmod::randn({3, 5, 7, 11}, 2),
+                     s = tmod::uniform({3, 5, 7, 11}, 0.5f, 2.f, 3), mc = tmod::randn({5, 1, 1}, 4),
+                     sc = tmod::uniform({1, 11}, 0.5f, 2.f, 5);
+  const auto values = [](const tmod::Tensor& t) {
+    const auto v = t.values<float>();
+    return std::vector<float>(v.begin(), v.end());
+  };
+  thread_counts::check_bit_identical("fused, same shapes", [&] { return values(flat(x, m, s)); });
+  thread_counts::check_bit_identical("fused, broadcasting", [&] { return values(broadcast(x, mc, sc)); });
 }

@@ -8,6 +8,7 @@
 #include <tracemod/kernels/detail/conv_winograd.hpp>
 #include <tracemod/kernels/detail/gemm_driver.hpp>
 #include <tracemod/kernels/detail/gemm_workspace.hpp>
+#include <tracemod/kernels/detail/parallel_grain.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -213,10 +214,22 @@ inline void conv2d(const conv2d_geometry& g, const float* input, const float* we
 
   const std::int64_t hp = g.h + 2 * g.pad_h, wp = g.w + 2 * g.pad_w;
   const bool padded = g.pad_h > 0 || g.pad_w > 0;
-  float* const padded_input =
-      padded ? detail::scratch(detail::scratch_slot::conv_input, static_cast<std::size_t>(cg * hp * wp)) : nullptr;
-  for (std::int64_t b = 0; b < g.n; ++b) {
-    for (std::int64_t grp = 0; grp < g.groups; ++grp) {
+  const std::int64_t padded_floats = padded ? cg * hp * wp : 0;
+  // One image and group is one GEMM. With several per thread they are split across threads, each
+  // running whole GEMMs; otherwise each GEMM splits its tiles across threads itself. Either way an
+  // output element is computed by the same code, so the choice does not change any bit.
+  const std::int64_t gemms = g.n * g.groups;
+  const std::int64_t per_gemm = 2 * kg * out_plane * cg * taps;
+  const std::int64_t outer_grain =
+      gemms >= 2 * get_num_threads() ? detail::grain_in_items(detail::grains().gemm_flops, per_gemm) : gemms;
+  const int chunks = parallel_chunk_count(0, gemms, outer_grain);
+  float* const padded_inputs =
+      padded ? detail::scratch(detail::scratch_slot::conv_input, static_cast<std::size_t>(chunks * padded_floats))
+             : nullptr;
+  parallel_for(0, gemms, outer_grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
+    float* const padded_input = padded ? padded_inputs + chunk * padded_floats : nullptr;
+    for (std::int64_t i = lo; i < hi; ++i) {
+      const std::int64_t b = i / g.groups, grp = i % g.groups;
       const float* x = input + (b * g.c + grp * cg) * g.h * g.w;
       if (padded) detail::conv_pad_input(x, cg, g.h, g.w, g.pad_h, g.pad_w, padded_input);
       const detail::im2col_source columns{padded ? padded_input : x, hp, wp, g.out_w(), g.r, g.s,
@@ -229,7 +242,7 @@ inline void conv2d(const conv2d_geometry& g, const float* input, const float* we
           },
           0.0f, bias != nullptr ? bias + grp * kg : nullptr, detail::strided_output{y, out_plane, 1});
     }
-  }
+  });
 }
 
 /// The direct seven-loop definition with float accumulation: the independent reference for tests.

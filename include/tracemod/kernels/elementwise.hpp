@@ -165,18 +165,18 @@ void binary_broadcast(const Op& op, const float* a, const Shape& sa, const float
   const detail::broadcast_loops loops = detail::plan_broadcast(sa, sb, sy);
   const std::size_t inner = loops.rank - 1;
   const std::int64_t n = loops.extent[inner];
+  // Rows split across threads; each row is one contiguous pass (itself split when rows are few).
+  const auto rows = [&](const auto& row) {
+    detail::parallel_rows(detail::row_count(loops), n, [&](std::int64_t first, std::int64_t last) {
+      detail::for_each_row(loops, first, last, row);
+    });
+  };
   if (loops.stride_a[inner] != 0 && loops.stride_b[inner] != 0)
-    detail::for_each_row(loops, [&](std::int64_t ia, std::int64_t ib, std::int64_t iy) {
-      binary(op, a + ia, b + ib, y + iy, n);
-    });
+    rows([&](std::int64_t ia, std::int64_t ib, std::int64_t iy) { binary(op, a + ia, b + ib, y + iy, n); });
   else if (loops.stride_a[inner] != 0)
-    detail::for_each_row(loops, [&](std::int64_t ia, std::int64_t ib, std::int64_t iy) {
-      binary(op, a + ia, b[ib], y + iy, n);
-    });
+    rows([&](std::int64_t ia, std::int64_t ib, std::int64_t iy) { binary(op, a + ia, b[ib], y + iy, n); });
   else
-    detail::for_each_row(loops, [&](std::int64_t ia, std::int64_t ib, std::int64_t iy) {
-      binary(op, a[ia], b + ib, y + iy, n);
-    });
+    rows([&](std::int64_t ia, std::int64_t ib, std::int64_t iy) { binary(op, a[ia], b + ib, y + iy, n); });
 }
 
 }  // namespace tracemod::kernels

@@ -2,9 +2,12 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/parallel.hpp>
 #include <tracemod/core/shape.hpp>
 #include <tracemod/kernels/detail/layout_transpose.hpp>
+#include <tracemod/kernels/detail/parallel_grain.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -76,13 +79,21 @@ inline void concat(const float* const* inputs, const Shape* shapes, std::size_t 
   std::int64_t outer = 1, inner = 1;
   for (std::size_t d = 0; d < axis; ++d) outer *= out[d];
   for (std::size_t d = axis + 1; d < out.rank(); ++d) inner *= out[d];
-  for (std::int64_t o = 0; o < outer; ++o)
-    for (std::size_t i = 0; i < count; ++i) {
-      const std::int64_t chunk = shapes[i][axis] * inner;
-      if (chunk == 0) continue;
-      std::memcpy(y, inputs[i] + o * chunk, static_cast<std::size_t>(chunk) * sizeof(float));
-      y += chunk;
+  const std::int64_t row = out[axis] * inner;  // floats of y per outer index
+  // The output, split across threads by element ranges: each chunk copies the pieces of the
+  // input runs that fall inside it.
+  parallel_for(0, outer * row, detail::grains().copy, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t o = lo / row; o * row < hi; ++o) {
+      std::int64_t at = o * row;  // where input i's run starts in y
+      for (std::size_t i = 0; i < count && at < hi; ++i) {
+        const std::int64_t run = shapes[i][axis] * inner;
+        const std::int64_t first = std::max(lo, at), last = std::min(hi, at + run);
+        if (first < last)
+          std::memcpy(y + first, inputs[i] + o * run + (first - at), static_cast<std::size_t>(last - first) * sizeof(float));
+        at += run;
+      }
     }
+  });
 }
 
 }  // namespace tracemod::kernels

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/parallel.hpp>
+#include <tracemod/kernels/detail/parallel_grain.hpp>
 #include <tracemod/kernels/detail/pool_kernels.hpp>
 #include <tracemod/kernels/detail/reduce_ops.hpp>
 #include <tracemod/kernels/simd.hpp>
@@ -103,6 +105,23 @@ inline void validate(const pool2d_geometry& g, std::string_view op) {
 
 namespace detail {
 
+/// Runs planes(buf, rows, first, last) over chunks of the planes [0, count) split across threads
+/// (each plane read once whole, `plane_floats` floats), every chunk with its own row buffer of
+/// `buf_floats` floats and `row_pointers` row pointers, allocated before the threads start.
+template <class Planes>
+void parallel_planes(std::int64_t count, std::int64_t plane_floats, std::int64_t buf_floats,
+                     std::int64_t row_pointers, const Planes& planes) {
+  const std::int64_t grain = grain_in_items(grains().plane, plane_floats);
+  const auto chunks = static_cast<std::size_t>(parallel_chunk_count(0, count, grain));
+  std::vector<float> buf(chunks * static_cast<std::size_t>(buf_floats));
+  std::vector<const float*> rows(chunks * static_cast<std::size_t>(row_pointers));
+  parallel_for(0, count, grain, [&](int chunk, std::int64_t first, std::int64_t last) {
+    const auto c = static_cast<std::size_t>(chunk);
+    planes(buf.data() + c * static_cast<std::size_t>(buf_floats),
+           rows.data() + c * static_cast<std::size_t>(row_pointers), first, last);
+  });
+}
+
 inline pool_axis axis_h(const pool2d_geometry& g) {
   return {g.h, g.out_h(), g.kernel_h, g.stride_h, g.pad_h, g.dilation_h};
 }
@@ -119,10 +138,11 @@ inline void max_pool2d(const pool2d_geometry& g, const float* x, float* y) {
   const detail::pool_axis ah = detail::axis_h(g), aw = detail::axis_w(g);
   const std::int64_t planes = g.n * g.c;
   if (planes == 0) return;
-  std::vector<float> buf(static_cast<std::size_t>(g.w));
-  std::vector<const float*> rows(static_cast<std::size_t>(g.kernel_h));
-  for (std::int64_t p = 0; p < planes; ++p)
-    detail::pool_plane<detail::max_op>(x + p * g.h * g.w, y + p * ah.out * aw.out, ah, aw, buf.data(), rows.data());
+  detail::parallel_planes(
+      planes, g.h * g.w, g.w, g.kernel_h, [&](float* buf, const float** rows, std::int64_t first, std::int64_t last) {
+        for (std::int64_t p = first; p < last; ++p)
+          detail::pool_plane<detail::max_op>(x + p * g.h * g.w, y + p * ah.out * aw.out, ah, aw, buf, rows);
+      });
 }
 
 /// y[n, c, oh, ow] = mean of x over the window, with PyTorch's divisor: divisor_override if set;
@@ -135,8 +155,6 @@ inline void avg_pool2d(const pool2d_geometry& g, const float* x, float* y) {
   const detail::pool_axis ah = detail::axis_h(g), aw = detail::axis_w(g);
   const std::int64_t planes = g.n * g.c;
   if (planes == 0) return;
-  std::vector<float> buf(static_cast<std::size_t>(g.w));
-  std::vector<const float*> rows(static_cast<std::size_t>(g.kernel_h));
   // Window extent along one axis counted as the divisor does.
   const auto span = [&](const detail::pool_axis& a, std::int64_t o) {
     if (!g.count_include_pad) return a.taps(o).count();
@@ -144,32 +162,35 @@ inline void avg_pool2d(const pool2d_geometry& g, const float* x, float* y) {
     return std::min(s + a.kernel, a.in + a.pad) - s;
   };
   const std::int64_t lo = aw.inner_first, hi = aw.inner_end;
-  for (std::int64_t p = 0; p < planes; ++p) {
-    float* yp = y + p * ah.out * aw.out;
-    detail::pool_plane<detail::sum_op>(x + p * g.h * g.w, yp, ah, aw, buf.data(), rows.data());
-    for (std::int64_t oh = 0; oh < ah.out; ++oh) {
-      float* yr = yp + oh * aw.out;
-      const bool empty_h = ah.taps(oh).count() == 0;
-      const std::int64_t span_h = span(ah, oh);
-      const auto divide = [&](std::int64_t ow, std::int64_t span_w) {
-        // PyTorch writes 0 for a window with no input element.
-        if (empty_h || aw.taps(ow).count() == 0) {
-          yr[ow] = 0.0f;
-          return;
+  detail::parallel_planes(
+      planes, g.h * g.w, g.w, g.kernel_h, [&](float* buf, const float** rows, std::int64_t first, std::int64_t last) {
+        for (std::int64_t p = first; p < last; ++p) {
+          float* yp = y + p * ah.out * aw.out;
+          detail::pool_plane<detail::sum_op>(x + p * g.h * g.w, yp, ah, aw, buf, rows);
+          for (std::int64_t oh = 0; oh < ah.out; ++oh) {
+            float* yr = yp + oh * aw.out;
+            const bool empty_h = ah.taps(oh).count() == 0;
+            const std::int64_t span_h = span(ah, oh);
+            const auto divide = [&](std::int64_t ow, std::int64_t span_w) {
+              // PyTorch writes 0 for a window with no input element.
+              if (empty_h || aw.taps(ow).count() == 0) {
+                yr[ow] = 0.0f;
+                return;
+              }
+              yr[ow] /= static_cast<float>(g.divisor_override ? g.divisor_override : span_h * span_w);
+            };
+            std::int64_t ow = 0;
+            for (; ow < lo; ++ow) divide(ow, span(aw, ow));
+            if (!empty_h) {
+              // Inner windows lie inside the input: both divisor rules count kernel_w columns.
+              const fbatch d(static_cast<float>(g.divisor_override ? g.divisor_override : span_h * g.kernel_w));
+              for (; ow + static_cast<std::int64_t>(simd_width) <= hi; ow += static_cast<std::int64_t>(simd_width))
+                (fbatch::load_unaligned(yr + ow) / d).store_unaligned(yr + ow);
+            }
+            for (; ow < aw.out; ++ow) divide(ow, span(aw, ow));
+          }
         }
-        yr[ow] /= static_cast<float>(g.divisor_override ? g.divisor_override : span_h * span_w);
-      };
-      std::int64_t ow = 0;
-      for (; ow < lo; ++ow) divide(ow, span(aw, ow));
-      if (!empty_h) {
-        // Inner windows lie inside the input: both divisor rules count kernel_w columns.
-        const fbatch d(static_cast<float>(g.divisor_override ? g.divisor_override : span_h * g.kernel_w));
-        for (; ow + static_cast<std::int64_t>(simd_width) <= hi; ow += static_cast<std::int64_t>(simd_width))
-          (fbatch::load_unaligned(yr + ow) / d).store_unaligned(yr + ow);
-      }
-      for (; ow < aw.out; ++ow) divide(ow, span(aw, ow));
-    }
-  }
+      });
 }
 
 /// PyTorch's adaptive_avg_pool2d: output cell (i, j) averages input rows [floor(i h / out_h),
@@ -194,35 +215,36 @@ inline void adaptive_avg_pool2d(const float* x, float* y, std::int64_t n, std::i
                       pair(out_h, out_w));
   const auto bin_start = [](std::int64_t i, std::int64_t in, std::int64_t out) { return i * in / out; };
   const auto bin_end = [](std::int64_t i, std::int64_t in, std::int64_t out) { return ((i + 1) * in + out - 1) / out; };
-  std::vector<float> buf(static_cast<std::size_t>(w));
-  std::vector<const float*> rows;
-  for (std::int64_t p = 0; p < planes; ++p) {
-    const float* xp = x + p * h * w;
-    float* yp = y + p * out_h * out_w;
-    for (std::int64_t i = 0; i < out_h; ++i) {
-      const std::int64_t h0 = bin_start(i, h, out_h), h1 = bin_end(i, h, out_h);
-      if (out_w == 1) {
-        // Whole rows: the bin is one contiguous block.
-        const std::int64_t count = (h1 - h0) * w;
-        yp[i] = static_cast<float>(detail::row_sum(xp + h0 * w, static_cast<std::size_t>(count)) /
-                                   static_cast<double>(count));
-        continue;
-      }
-      const float* line = xp + h0 * w;
-      if (h1 - h0 > 1) {
-        rows.clear();
-        for (std::int64_t r = h0; r < h1; ++r) rows.push_back(xp + r * w);
-        detail::combine_rows<detail::sum_op>(rows.data(), h1 - h0, buf.data(), w);
-        line = buf.data();
-      }
-      for (std::int64_t j = 0; j < out_w; ++j) {
-        const std::int64_t w0 = bin_start(j, w, out_w), w1 = bin_end(j, w, out_w);
-        float sum = 0;
-        for (std::int64_t k = w0; k < w1; ++k) sum += line[k];
-        yp[i * out_w + j] = sum / static_cast<float>((h1 - h0) * (w1 - w0));
-      }
-    }
-  }
+  // A bin spans at most ceil(h / out_h) + 1 rows.
+  detail::parallel_planes(
+      planes, h * w, w, h / out_h + 2, [&](float* buf, const float** rows, std::int64_t first, std::int64_t last) {
+        for (std::int64_t p = first; p < last; ++p) {
+          const float* xp = x + p * h * w;
+          float* yp = y + p * out_h * out_w;
+          for (std::int64_t i = 0; i < out_h; ++i) {
+            const std::int64_t h0 = bin_start(i, h, out_h), h1 = bin_end(i, h, out_h);
+            if (out_w == 1) {
+              // Whole rows: the bin is one contiguous block.
+              const std::int64_t count = (h1 - h0) * w;
+              yp[i] = static_cast<float>(detail::row_sum(xp + h0 * w, static_cast<std::size_t>(count)) /
+                                         static_cast<double>(count));
+              continue;
+            }
+            const float* line = xp + h0 * w;
+            if (h1 - h0 > 1) {
+              for (std::int64_t r = h0; r < h1; ++r) rows[r - h0] = xp + r * w;
+              detail::combine_rows<detail::sum_op>(rows, h1 - h0, buf, w);
+              line = buf;
+            }
+            for (std::int64_t j = 0; j < out_w; ++j) {
+              const std::int64_t w0 = bin_start(j, w, out_w), w1 = bin_end(j, w, out_w);
+              float sum = 0;
+              for (std::int64_t k = w0; k < w1; ++k) sum += line[k];
+              yp[i * out_w + j] = sum / static_cast<float>((h1 - h0) * (w1 - w0));
+            }
+          }
+        }
+      });
 }
 
 }  // namespace tracemod::kernels

@@ -3,15 +3,20 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/kernels/detail/parallel_grain.hpp>
 #include <tracemod/kernels/detail/reduce_ops.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace tracemod::kernels {
 
 namespace detail {
+
+[[nodiscard]] constexpr std::int64_t sz(std::size_t v) noexcept { return static_cast<std::int64_t>(v); }
+[[nodiscard]] constexpr std::size_t us(std::int64_t v) noexcept { return static_cast<std::size_t>(v); }
 
 template <class Op>
 inline void reduce_extremum(const float* x, float* y, std::size_t outer, std::size_t len, std::size_t inner,
@@ -20,24 +25,29 @@ inline void reduce_extremum(const float* x, float* y, std::size_t outer, std::si
   if (len == 0)
     throw value_error(std::string(op) + ": cannot reduce an axis of length 0 into a non-empty output of " +
                       std::to_string(outer * inner) + " elements");
-  for (std::size_t o = 0; o < outer; ++o) {
-    const float* block = x + o * len * inner;
-    if (inner == 1)
-      y[o] = row_reduce<Op>(block, len);
-    else
-      column_reduce<Op>(block, y + o * inner, len, inner);
-  }
+  // Each output is reduced whole by one thread: splitting len would change the summation order.
+  parallel_outer_columns(sz(outer), sz(len), sz(inner), inner == 1 ? 1 : sz(simd_width),
+                         [&](std::int64_t o, std::int64_t first, std::int64_t last) {
+                           const float* block = x + us(o) * len * inner;
+                           if (inner == 1)
+                             y[o] = row_reduce<Op>(block, len);
+                           else
+                             column_reduce<Op>(block + first, y + us(o) * inner + us(first), len, inner,
+                                               us(last - first));
+                         });
 }
 
 inline void reduce_sum_scaled(const float* x, float* y, std::size_t outer, std::size_t len, std::size_t inner,
                               double divisor) noexcept {
-  for (std::size_t o = 0; o < outer; ++o) {
-    const float* block = x + o * len * inner;
-    if (inner == 1)
-      y[o] = static_cast<float>(row_sum(block, len) / divisor);
-    else
-      column_sum(block, y + o * inner, len, inner, divisor);
-  }
+  parallel_outer_columns(sz(outer), sz(len), sz(inner), inner == 1 ? 1 : sz(column_sum_chunk),
+                         [&](std::int64_t o, std::int64_t first, std::int64_t last) {
+                           const float* block = x + us(o) * len * inner;
+                           if (inner == 1)
+                             y[o] = static_cast<float>(row_sum(block, len) / divisor);
+                           else
+                             column_sum(block + first, y + us(o) * inner + us(first), len, inner,
+                                        us(last - first), divisor);
+                         });
 }
 
 }  // namespace detail

@@ -15,6 +15,7 @@
 // result may differ from eager mode by such a rounding.
 #pragma once
 
+#include <tracemod/kernels/detail/elementwise_loop.hpp>
 #include <tracemod/kernels/simd.hpp>
 #include <tracemod/trace/node.hpp>
 
@@ -153,27 +154,35 @@ broadcast_plan<L> plan_broadcast(const Shape& out, const std::array<Tensor, L>& 
   return plan;
 }
 
+/// The broadcast pass: rows of the merged innermost extent, split across threads like the eager
+/// broadcasting kernels (kernels::detail::parallel_rows).
 template <class N, std::size_t L>
 void fused_broadcast(const N& n, const std::array<Tensor, L>& leaves, const Shape& out, float* y) {
   const broadcast_plan<L> plan = plan_broadcast(out, leaves);
   const std::size_t r = plan.extents.rank();
   const std::int64_t inner = plan.extents[r - 1];
-  std::array<std::int64_t, Shape::max_rank> idx{};
-  std::array<leaf_cursor, L> cursors{};
   const std::int64_t rows = out.numel() / std::max<std::int64_t>(inner, 1);
-  for (std::int64_t row = 0; row < rows; ++row) {
-    for (std::size_t l = 0; l < L; ++l) {
-      std::int64_t off = 0;
-      for (std::size_t d = 0; d + 1 < r; ++d) off += idx[d] * plan.strides[l][d];
-      // Inner stride is 1 (contiguous) or 0 (repeated): merged axes keep leaves contiguous inside.
-      cursors[l] = {leaves[l].template data<float>() + off, plan.strides[l][r - 1] == 0};
+  kernels::detail::parallel_rows(rows, inner, [&](std::int64_t first, std::int64_t last) {
+    std::array<std::int64_t, Shape::max_rank> idx{};
+    for (std::size_t d = r - 1, rest = static_cast<std::size_t>(first); d-- > 0;) {  // the odometer at `first`
+      idx[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(plan.extents[d]));
+      rest /= static_cast<std::size_t>(plan.extents[d]);
     }
-    fused_row<false>(n, cursors, y + row * inner, inner);
-    for (std::size_t d = r - 1; d-- > 0;) {
-      if (++idx[d] < plan.extents[d]) break;
-      idx[d] = 0;
+    std::array<leaf_cursor, L> cursors{};
+    for (std::int64_t row = first; row < last; ++row) {
+      for (std::size_t l = 0; l < L; ++l) {
+        std::int64_t off = 0;
+        for (std::size_t d = 0; d + 1 < r; ++d) off += idx[d] * plan.strides[l][d];
+        // Inner stride is 1 (contiguous) or 0 (repeated): merged axes keep leaves contiguous inside.
+        cursors[l] = {leaves[l].template data<float>() + off, plan.strides[l][r - 1] == 0};
+      }
+      fused_row<false>(n, cursors, y + row * inner, inner);
+      for (std::size_t d = r - 1; d-- > 0;) {
+        if (++idx[d] < plan.extents[d]) break;
+        idx[d] = 0;
+      }
     }
-  }
+  });
 }
 
 /// The values a graph evaluation works with: its inputs and the results of calls by id.
@@ -273,9 +282,12 @@ Tensor evaluate_fused(const N& n, eval_frame& f) {
   for (const Tensor& t : leaves) flat = flat && t.shape() == out;
   Tensor y = Tensor::empty(out);
   if (flat) {
-    std::array<leaf_cursor, L> cursors{};
-    for (std::size_t l = 0; l < L; ++l) cursors[l] = {leaves[l].template data<float>(), false};
-    fused_row<true>(n, cursors, y.data<float>(), out.numel());
+    float* const dst = y.data<float>();
+    kernels::detail::parallel_elements(out.numel(), [&](std::int64_t lo, std::int64_t hi) {
+      std::array<leaf_cursor, L> cursors{};
+      for (std::size_t l = 0; l < L; ++l) cursors[l] = {leaves[l].template data<float>() + lo, false};
+      fused_row<true>(n, cursors, dst + lo, hi - lo);
+    });
   } else if (out.numel() > 0) {
     fused_broadcast(n, leaves, out, y.data<float>());
   }

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <limits>
 
 namespace tracemod::kernels::detail {
 
@@ -48,7 +47,7 @@ inline void conv_pad_input(const float* src, std::int64_t channels, std::int64_t
 
 /// How one vector of a panel row is read. Its lanes are consecutive output positions; with unit
 /// stride they are unit-stride runs in the padded input, broken where positions wrap to the next
-/// output row. A few runs are read with one load each, blended; more are gathered.
+/// output row. A few runs are read with one load each, blended; more are read lane by lane.
 struct im2col_vector {
   static constexpr std::int64_t max_runs = 4;
   static constexpr std::int64_t gathered = max_runs + 1;
@@ -63,22 +62,17 @@ struct im2col_vector {
 /// its vector's first and last element.
 inline void conv_pack_column_block(const im2col_source& src, std::int64_t k0, std::int64_t kc, std::int64_t j0,
                                    std::int64_t nc, float* dst) {
-  using ibatch = xsimd::batch<std::int32_t, arch>;
   constexpr auto w = static_cast<std::int64_t>(simd_width);
   constexpr std::int64_t vectors_per_panel = gemm_nr / w;
   const std::int64_t plane = src.padded_h * src.padded_w;
   const std::int64_t vectors = (nc + gemm_nr - 1) / gemm_nr * vectors_per_panel;
-  // Gathers take 32-bit offsets: planes over 8 GiB fall back to scalar reads.
-  const bool gather_fits = plane <= std::numeric_limits<std::int32_t>::max();
   const fbatch lane_id = fbatch::load_aligned(conv_lane_ids.data());
 
   // Offsets of the block's output positions (the origin for lanes past nc, zeroed below).
-  alignas(buffer_alignment) std::array<std::int32_t, gemm_nc> offset32;
   std::array<std::int64_t, gemm_nc> offset;
   for (std::int64_t j = 0; j < vectors * w; ++j) {
     const std::int64_t pos = j0 + j;
     offset[j] = j < nc ? pos / src.out_w * src.stride_h * src.padded_w + pos % src.out_w * src.stride_w : 0;
-    offset32[j] = gather_fits ? static_cast<std::int32_t>(offset[j]) : 0;
   }
   std::array<im2col_vector, gemm_nc / w> plan;
   for (std::int64_t q = 0; q < vectors; ++q) {
@@ -130,10 +124,9 @@ inline void conv_pack_column_block(const im2col_source& src, std::int64_t k0, st
             x = xsimd::select(from_run[r], fbatch::load_unaligned(base + v.offset[r]), x);
           x.store_aligned(out + k * gemm_nr);
         }
-      } else if (gather_fits) {
-        const auto index = ibatch::load_aligned(offset32.data() + q * w);
-        for (std::int64_t k = 0; k < rows; ++k) fbatch::gather(src.data + row[k], index).store_aligned(out + k * gemm_nr);
       } else {
+        // Lane by lane: xsimd 8.1's gather is a chain of lane inserts that g++ does not always
+        // inline (3x slower strided convolutions when it does not), and no faster when it does.
         for (std::int64_t k = 0; k < rows; ++k)
           for (std::int64_t l = 0; l < w; ++l) out[k * gemm_nr + l] = src.data[row[k] + offset[q * w + l]];
       }

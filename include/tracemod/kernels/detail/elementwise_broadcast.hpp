@@ -65,15 +65,26 @@ struct broadcast_loops {
   return loops;
 }
 
-/// Calls row(offset_a, offset_b, offset_y) for every innermost row, in output order.
-template <class Row>
-void for_each_row(const broadcast_loops& loops, const Row& row) {
-  const std::size_t outer = loops.rank - 1;
+/// Number of innermost rows of the loops.
+[[nodiscard]] inline std::int64_t row_count(const broadcast_loops& loops) noexcept {
   std::int64_t rows = 1;
-  for (std::size_t d = 0; d < outer; ++d) rows *= loops.extent[d];
+  for (std::size_t d = 0; d + 1 < loops.rank; ++d) rows *= loops.extent[d];
+  return rows;
+}
+
+/// Calls row(offset_a, offset_b, offset_y) for the innermost rows [first, last), in output order.
+template <class Row>
+void for_each_row(const broadcast_loops& loops, std::int64_t first, std::int64_t last, const Row& row) {
+  const std::size_t outer = loops.rank - 1;
   broadcast_loops::per_dim index{};
   std::int64_t offset_a = 0, offset_b = 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
+  for (std::size_t d = outer, rest = static_cast<std::size_t>(first); d-- > 0;) {  // the odometer at `first`
+    index[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(loops.extent[d]));
+    rest /= static_cast<std::size_t>(loops.extent[d]);
+    offset_a += index[d] * loops.stride_a[d];
+    offset_b += index[d] * loops.stride_b[d];
+  }
+  for (std::int64_t r = first; r < last; ++r) {
     row(offset_a, offset_b, r * loops.extent[outer]);
     for (std::size_t d = outer; d-- > 0;) {  // odometer step over the outer dims
       offset_a += loops.stride_a[d];

@@ -3,10 +3,13 @@
 // matrix is streamed in place along its contiguous direction.
 #pragma once
 
+#include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/detail/gemm_pack.hpp>
 #include <tracemod/kernels/detail/gemm_workspace.hpp>
+#include <tracemod/kernels/detail/parallel_grain.hpp>
 #include <tracemod/kernels/simd.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <utility>
@@ -66,33 +69,45 @@ inline void gemm_dot_rows(std::int64_t i0, std::int64_t rows, std::int64_t k, fl
     gemv_dot_rows(std::make_integer_sequence<std::int64_t, 1>{}, i, k, alpha, x, v, beta, bias, y, incy);
 }
 
-/// y[i * incy] = alpha * sum over p < k of x(i, p) * v[p * incv] + beta * y[i * incy] for i < rows,
-/// beta == 0 never reading y.
-inline void gemm_gemv(std::int64_t rows, std::int64_t k, float alpha, const strided_matrix& x, const float* v,
-                      std::int64_t incv, float beta, float* y, std::int64_t incy) {
+/// gemm_gemv over rows [lo, hi) of x and y, v contiguous; lo is a multiple of 4 * W, so every row
+/// takes the path (4 vectors, 1 vector, scalar) it takes in a call over all rows.
+inline void gemv_rows(std::int64_t lo, std::int64_t hi, std::int64_t k, float alpha, const strided_matrix& x,
+                      const float* v, float beta, float* y, std::int64_t incy) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
   constexpr std::int64_t chains = 4;
+  const auto one = std::make_integer_sequence<std::int64_t, 1>{};
+  const auto several = std::make_integer_sequence<std::int64_t, chains>{};
+  std::int64_t i = lo;
+  if (x.cs == 1) {
+    gemm_dot_rows(lo, hi - lo, k, alpha, x, v, beta, nullptr, y, incy);
+    return;
+  }
+  if (x.rs == 1) {
+    for (; i + chains * w <= hi; i += chains * w) gemv_axpy_rows(several, i, k, alpha, x, v, beta, y, incy);
+    for (; i + w <= hi; i += w) gemv_axpy_rows(one, i, k, alpha, x, v, beta, y, incy);
+  }
+  for (; i < hi; ++i) {
+    float dot = 0.0f;
+    for (std::int64_t p = 0; p < k; ++p) dot += x.data[i * x.rs + p * x.cs] * v[p];
+    gemv_merge(alpha, dot, 0.0f, beta, y[i * incy]);
+  }
+}
+
+/// y[i * incy] = alpha * sum over p < k of x(i, p) * v[p * incv] + beta * y[i * incy] for i < rows,
+/// beta == 0 never reading y. Rows are split across threads in groups of 4 * W, each row's dot
+/// product computed whole by one thread.
+inline void gemm_gemv(std::int64_t rows, std::int64_t k, float alpha, const strided_matrix& x, const float* v,
+                      std::int64_t incv, float beta, float* y, std::int64_t incy) {
+  constexpr std::int64_t group = 4 * static_cast<std::int64_t>(simd_width);
   if (incv != 1) {  // vector loads need v contiguous
     float* contiguous = scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(k));
     for (std::int64_t p = 0; p < k; ++p) contiguous[p] = v[p * incv];
     v = contiguous;
   }
-  const auto one = std::make_integer_sequence<std::int64_t, 1>{};
-  const auto several = std::make_integer_sequence<std::int64_t, chains>{};
-  std::int64_t i = 0;
-  if (x.cs == 1) {
-    gemm_dot_rows(0, rows, k, alpha, x, v, beta, nullptr, y, incy);
-    return;
-  }
-  if (x.rs == 1) {
-    for (; i + chains * w <= rows; i += chains * w) gemv_axpy_rows(several, i, k, alpha, x, v, beta, y, incy);
-    for (; i + w <= rows; i += w) gemv_axpy_rows(one, i, k, alpha, x, v, beta, y, incy);
-  }
-  for (; i < rows; ++i) {
-    float dot = 0.0f;
-    for (std::int64_t p = 0; p < k; ++p) dot += x.data[i * x.rs + p * x.cs] * v[p];
-    gemv_merge(alpha, dot, 0.0f, beta, y[i * incy]);
-  }
+  const std::int64_t groups = (rows + group - 1) / group;
+  parallel_for(0, groups, grain_in_items(grains().gemm_flops, 2 * group * k), [&](std::int64_t lo, std::int64_t hi) {
+    gemv_rows(lo * group, std::min(rows, hi * group), k, alpha, x, v, beta, y, incy);
+  });
 }
 
 }  // namespace tracemod::kernels::detail

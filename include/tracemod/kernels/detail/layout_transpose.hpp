@@ -2,7 +2,9 @@
 // 2-D tiles so that both the reads and the writes of a transpose stay within cache lines.
 #pragma once
 
+#include <tracemod/core/parallel.hpp>
 #include <tracemod/core/shape.hpp>
+#include <tracemod/kernels/detail/parallel_grain.hpp>
 
 #include <algorithm>
 #include <array>
@@ -61,35 +63,28 @@ struct collapsed_permutation {
   return c;
 }
 
-/// Calls f(offset_a, offset_b) for every index of the `rank`-dim space `extent` in row-major
-/// order, the offsets following strides a and b. Rank 0 is one call; an empty space, none.
-template <class F>
-inline void for_each_index(std::size_t rank, const std::int64_t* extent, const std::int64_t* stride_a,
-                           const std::int64_t* stride_b, F&& f) {
-  if (std::any_of(extent, extent + rank, [](std::int64_t e) { return e == 0; })) return;
-  std::array<std::int64_t, Shape::max_rank> index{};
-  std::int64_t a = 0, b = 0;
-  for (;;) {
-    f(a, b);
-    std::size_t k = rank;
-    for (;;) {
-      if (k == 0) return;
-      --k;
-      a += stride_a[k];
-      b += stride_b[k];
-      if (++index[k] < extent[k]) break;
-      a -= stride_a[k] * extent[k];
-      b -= stride_b[k] * extent[k];
-      index[k] = 0;
-    }
+/// The offsets along strides a and b of the index number `linear` (row-major) of the `rank`-dim
+/// space `extent`.
+inline std::array<std::int64_t, 2> offsets_of(std::int64_t linear, std::size_t rank, const std::int64_t* extent,
+                                              const std::int64_t* stride_a, const std::int64_t* stride_b) noexcept {
+  std::array<std::int64_t, 2> at{0, 0};
+  for (std::size_t k = rank; k-- > 0;) {
+    const std::int64_t i = linear % extent[k];
+    linear /= extent[k];
+    at[0] += i * stride_a[k];
+    at[1] += i * stride_b[k];
   }
+  return at;
 }
+
+/// Rows a transpose tile spans.
+inline constexpr std::int64_t transpose_tile = 16;
 
 /// y[i + j * y_stride] = x[i * x_stride + j] for i < rows, j < cols, in square tiles: each tile's
 /// source rows and destination rows stay in L1 while it is copied.
 inline void transpose_tiles(const float* x, float* y, std::int64_t rows, std::int64_t cols, std::int64_t x_stride,
                             std::int64_t y_stride) noexcept {
-  constexpr std::int64_t tile = 16;
+  constexpr std::int64_t tile = transpose_tile;
   for (std::int64_t i0 = 0; i0 < rows; i0 += tile) {
     const std::int64_t i1 = std::min(rows, i0 + tile);
     for (std::int64_t j0 = 0; j0 < cols; j0 += tile) {
@@ -128,15 +123,30 @@ inline void transpose_collapsed(const float* x, float* y, const collapsed_permut
     sx[outer] = in_stride[c.perm[k]];
     sy[outer++] = out_stride[k];
   }
+  std::int64_t outer_count = 1;
+  for (std::size_t k = 0; k < outer; ++k) outer_count *= ext[k];
+  const std::int64_t grain = grains().copy;
   if (a == in_last) {
-    // The innermost dim is shared: copy contiguous runs.
-    const auto run = static_cast<std::size_t>(c.extent[in_last]) * sizeof(float);
-    for_each_index(outer, ext.data(), sx.data(), sy.data(),
-                   [&](std::int64_t ox, std::int64_t oy) { std::memcpy(y + oy, x + ox, run); });
+    // The innermost dim is shared: copy contiguous runs, split across threads.
+    const std::int64_t run = c.extent[in_last];
+    parallel_for(0, outer_count, grain_in_items(grain, run), [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t i = lo; i < hi; ++i) {
+        const auto [ox, oy] = offsets_of(i, outer, ext.data(), sx.data(), sy.data());
+        std::memcpy(y + oy, x + ox, static_cast<std::size_t>(run) * sizeof(float));
+      }
+    });
     return;
   }
-  for_each_index(outer, ext.data(), sx.data(), sy.data(), [&](std::int64_t ox, std::int64_t oy) {
-    transpose_tiles(x + ox, y + oy, c.extent[a], c.extent[in_last], in_stride[a], out_stride[q]);
+  // Items: one band of transpose_tile rows of one 2-D transpose, split across threads.
+  const std::int64_t rows = c.extent[a], cols = c.extent[in_last];
+  const std::int64_t bands = (rows + transpose_tile - 1) / transpose_tile;
+  parallel_for(0, outer_count * bands, grain_in_items(grain, transpose_tile * cols), [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t item = lo; item < hi; ++item) {
+      const auto [ox, oy] = offsets_of(item / bands, outer, ext.data(), sx.data(), sy.data());
+      const std::int64_t i0 = item % bands * transpose_tile;
+      transpose_tiles(x + ox + i0 * in_stride[a], y + oy + i0, std::min(transpose_tile, rows - i0), cols,
+                      in_stride[a], out_stride[q]);
+    }
   });
 }
 

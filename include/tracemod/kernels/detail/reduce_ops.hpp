@@ -92,27 +92,31 @@ inline constexpr std::size_t sum_block = 1024;
   return total + static_cast<double>(tail);
 }
 
-/// y[j] = Op-reduction over l of x[l * inner + j], for j < inner; len >= 1.
+/// y[j] = Op-reduction over l of x[l * inner + j], for j < count <= inner; len >= 1.
 template <class Op>
-inline void column_reduce(const float* x, float* y, std::size_t len, std::size_t inner) noexcept {
+inline void column_reduce(const float* x, float* y, std::size_t len, std::size_t inner, std::size_t count) noexcept {
   std::size_t j = 0;
-  for (; j + simd_width <= inner; j += simd_width) {
+  for (; j + simd_width <= count; j += simd_width) {
     fbatch acc = fbatch::load_unaligned(x + j);
     for (std::size_t l = 1; l < len; ++l) acc = Op::apply(acc, fbatch::load_unaligned(x + l * inner + j));
     acc.store_unaligned(y + j);
   }
-  for (; j < inner; ++j) {
+  for (; j < count; ++j) {
     float acc = x[j];
     for (std::size_t l = 1; l < len; ++l) acc = Op::apply(acc, x[l * inner + j]);
     y[j] = acc;
   }
 }
 
-/// y[j] = (sum over l of x[l * inner + j]) / divisor, for j < inner. A three-level cascade keeps
-/// every float accumulator short: rows add into `part` for 32 rows, parts into `mid` for 32
+/// Columns column_sum handles at a time (its accumulators live on the stack).
+inline constexpr std::size_t column_sum_chunk = 256;
+
+/// y[j] = (sum over l of x[l * inner + j]) / divisor, for j < count <= inner. A three-level cascade
+/// keeps every float accumulator short: rows add into `part` for 32 rows, parts into `mid` for 32
 /// parts, mids into double. Columns go in chunks so the accumulators stay on the stack and in L1.
-inline void column_sum(const float* x, float* y, std::size_t len, std::size_t inner, double divisor) noexcept {
-  constexpr std::size_t chunk = 256;
+inline void column_sum(const float* x, float* y, std::size_t len, std::size_t inner, std::size_t count,
+                       double divisor) noexcept {
+  constexpr std::size_t chunk = column_sum_chunk;
   constexpr std::size_t fan_in = 32;
   alignas(buffer_alignment) std::array<float, chunk> part, mid;
   std::array<double, chunk> total;
@@ -122,8 +126,8 @@ inline void column_sum(const float* x, float* y, std::size_t len, std::size_t in
       (fbatch::load_aligned(acc + j) + fbatch::load_unaligned(v + j)).store_aligned(acc + j);
     for (; j < width; ++j) acc[j] += v[j];
   };
-  for (std::size_t j0 = 0; j0 < inner; j0 += chunk) {
-    const std::size_t width = std::min(chunk, inner - j0);
+  for (std::size_t j0 = 0; j0 < count; j0 += chunk) {
+    const std::size_t width = std::min(chunk, count - j0);
     std::fill_n(total.data(), width, 0.0);
     for (std::size_t l2 = 0; l2 < len; l2 += fan_in * fan_in) {
       std::fill_n(mid.data(), width, 0.0f);

@@ -60,11 +60,12 @@ inline void softmax_columns(const float* x, float* y, std::size_t len, std::size
   for (std::size_t l = 0; l < len; ++l) store(y + l * inner, load(y + l * inner) * inv);
 }
 
-/// Softmax along the middle axis of a [len, inner] block, inner > 1; SIMD across inner.
-inline void softmax_block(const float* x, float* y, std::size_t len, std::size_t inner) noexcept {
+/// Softmax along the middle axis of the first `count` columns of a [len, inner] block, inner > 1;
+/// SIMD across columns.
+inline void softmax_block(const float* x, float* y, std::size_t len, std::size_t inner, std::size_t count) noexcept {
   std::size_t j = 0;
-  for (; j + simd_width <= inner; j += simd_width) softmax_columns<fbatch>(x + j, y + j, len, inner);
-  for (; j < inner; ++j) softmax_columns<float>(x + j, y + j, len, inner);
+  for (; j + simd_width <= count; j += simd_width) softmax_columns<fbatch>(x + j, y + j, len, inner);
+  for (; j < count; ++j) softmax_columns<float>(x + j, y + j, len, inner);
 }
 
 }  // namespace tracemod::kernels::detail
