@@ -158,15 +158,16 @@ struct Node : tmod::Module {
   TM_MODULE(Node, value)
 };
 
-/// A chain of `depth` Nodes below a root, built by moving each chain into a new parent.
+/// A chain of `depth` Nodes below a root, each added to the current deepest one (linear time; adding
+/// at the root instead would walk the growing chain on every setattr).
 Node chain_of(std::size_t depth) {
-  Node chain;
+  Node root;
+  tmod::Module* cur = &root;
   for (std::size_t i = 0; i < depth; ++i) {
-    Node parent;
-    parent.setattr("next", std::move(chain));
-    chain = std::move(parent);
+    cur->setattr("next", Node{});
+    cur = &cur->getattr("next").module();
   }
-  return chain;
+  return root;
 }
 
 TEST_CASE("robustness: module nesting is capped at max_module_depth with a module_error") {
@@ -188,12 +189,9 @@ TEST_CASE("robustness: module nesting is capped at max_module_depth with a modul
 TEST_CASE("robustness: a 20,000-deep tree built through inner references fails traversals cleanly") {
   // setattr on an inner module cannot see how deep that module sits, so the tree can outgrow the
   // cap; every traversal then stops with a module_error, and destruction is iterative.
-  Node root;
+  Node root = chain_of(20000);
   tmod::Module* cur = &root;
-  for (int i = 0; i < 20000; ++i) {
-    cur->setattr("next", Node{});
-    cur = &cur->getattr("next").module();
-  }
+  while (cur->has_attr("next")) cur = &cur->getattr("next").module();
   expect_error<tmod::module_error>("named_modules", [&] { (void)root.named_modules(); }, {"max_module_depth"});
   expect_error<tmod::module_error>("state_dict", [&] { (void)root.state_dict(); }, {"max_module_depth"});
   expect_error<tmod::module_error>("clone", [&] { (void)root.clone(); }, {"max_module_depth"});
