@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -54,14 +55,14 @@ Tensor tensor_from_braces(const std::initializer_list<L>& list) {
   using Stored = std::conditional_t<std::is_integral_v<Elem>, std::int32_t, float>;
   nested_collector<Stored> c;
   c.visit(list, 0);
-  Tensor t = Tensor::empty(c.shape, dtype_of_v<Stored>);
+  Tensor t = Tensor::empty(c.shape, dtype_of_v<Stored>, "tensor");
   std::copy(c.values.begin(), c.values.end(), t.data<Stored>());
   return t;
 }
 
 template <class Fill>
-Tensor generate(const Shape& shape, DType dtype, Fill fill) {
-  Tensor t = Tensor::empty(shape, dtype);
+Tensor generate(const Shape& shape, DType dtype, std::string_view op, Fill fill) {
+  Tensor t = Tensor::empty(shape, dtype, op);
   if (dtype == DType::float32) {
     for (float& v : t.values<float>()) v = static_cast<float>(fill());
   } else {
@@ -95,9 +96,9 @@ template <detail::element_literal T>
 template <class T>
   requires is_element_type_v<T>
 [[nodiscard]] Tensor tensor(std::span<const T> values, const Shape& shape) {
-  if (static_cast<std::int64_t>(values.size()) != shape.numel())
+  if (static_cast<std::int64_t>(values.size()) != shape.numel("tensor"))
     throw shape_error("tensor: " + std::to_string(values.size()) + " values do not fill shape " + shape.to_string());
-  Tensor t = Tensor::empty(shape, dtype_of_v<T>);
+  Tensor t = Tensor::empty(shape, dtype_of_v<T>, "tensor");
   std::copy(values.begin(), values.end(), t.data<T>());
   return t;
 }
@@ -110,10 +111,14 @@ template <class T>
 }
 
 [[nodiscard]] inline Tensor full(const Shape& shape, double value, DType dtype = DType::float32) {
-  return detail::generate(shape, dtype, [value] { return value; });
+  return detail::generate(shape, dtype, "full", [value] { return value; });
 }
-[[nodiscard]] inline Tensor zeros(const Shape& shape, DType dtype = DType::float32) { return full(shape, 0.0, dtype); }
-[[nodiscard]] inline Tensor ones(const Shape& shape, DType dtype = DType::float32) { return full(shape, 1.0, dtype); }
+[[nodiscard]] inline Tensor zeros(const Shape& shape, DType dtype = DType::float32) {
+  return detail::generate(shape, dtype, "zeros", [] { return 0.0; });
+}
+[[nodiscard]] inline Tensor ones(const Shape& shape, DType dtype = DType::float32) {
+  return detail::generate(shape, dtype, "ones", [] { return 1.0; });
+}
 
 /// Values start, start + step, ... below stop (above it for a negative step); float32 by default,
 /// as MegEngine's arange.
@@ -121,17 +126,23 @@ template <class T>
   if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(stop))
     throw value_error("arange: start, stop and step must be finite and step non-zero (got start=" +
                       std::to_string(start) + ", stop=" + std::to_string(stop) + ", step=" + std::to_string(step) + ")");
-  const double count = std::ceil((stop - start) / step);
+  const double count = std::ceil((stop - start) / step);  // may be inf: (stop - start) can overflow
+  // Checked before the cast, which is undefined behaviour for values beyond int64.
+  if (!(count <= static_cast<double>(max_tensor_bytes / static_cast<std::int64_t>(itemsize(dtype)))))
+    throw shape_error("arange: start=" + std::to_string(start) + ", stop=" + std::to_string(stop) + ", step=" +
+                      std::to_string(step) + " gives " + std::to_string(count) +
+                      " elements, more than the largest allocation (" + std::to_string(max_tensor_bytes) +
+                      " bytes) holds");
   const auto n = static_cast<std::int64_t>(std::max(0.0, count));
   std::int64_t i = 0;
-  return detail::generate(Shape{n}, dtype, [&] { return start + static_cast<double>(i++) * step; });
+  return detail::generate(Shape{n}, dtype, "arange", [&] { return start + static_cast<double>(i++) * step; });
 }
 [[nodiscard]] inline Tensor arange(double stop) { return arange(0.0, stop); }
 
 /// Standard-normal float32 values; the same seed gives the same tensor everywhere.
 [[nodiscard]] inline Tensor randn(const Shape& shape, std::uint64_t seed = 0) {
   Generator g(seed);
-  return detail::generate(shape, DType::float32, [&] { return g.normal(); });
+  return detail::generate(shape, DType::float32, "randn", [&] { return g.normal(); });
 }
 
 /// Uniform float32 values in [low, high); the same seed gives the same tensor everywhere.
@@ -139,7 +150,7 @@ template <class T>
   if (!(low <= high))
     throw value_error("uniform: low (" + std::to_string(low) + ") must not exceed high (" + std::to_string(high) + ")");
   Generator g(seed);
-  return detail::generate(shape, DType::float32, [&] { return g.uniform(low, high); });
+  return detail::generate(shape, DType::float32, "uniform", [&] { return g.uniform(low, high); });
 }
 
 }  // namespace tracemod

@@ -1,6 +1,7 @@
 // Shape: a small, fixed-capacity list of extents (no heap, usable in constant expressions).
 #pragma once
 
+#include <tracemod/core/checked.hpp>
 #include <tracemod/core/error.hpp>
 
 #include <algorithm>
@@ -45,10 +46,16 @@ class Shape {
   [[nodiscard]] constexpr value_type* end() noexcept { return dims_.data() + rank_; }
   [[nodiscard]] constexpr value_type back() const noexcept { return dims_[rank_ - 1]; }
 
-  /// Number of elements (1 for a rank-0 shape).
-  [[nodiscard]] constexpr value_type numel() const noexcept {
+  /// Number of elements (1 for a rank-0 shape); a count beyond int64 is a shape_error naming `op`.
+  [[nodiscard]] constexpr value_type numel(std::string_view op = "Shape") const {
     value_type n = 1;
-    for (std::size_t i = 0; i < rank_; ++i) n *= dims_[i];
+    bool overflow = false;
+    for (std::size_t i = 0; i < rank_; ++i) {
+      if (dims_[i] == 0) return 0;  // even when the other extents overflow together
+      overflow = __builtin_mul_overflow(n, dims_[i], &n) || overflow;
+    }
+    if (overflow)
+      throw shape_error(std::string(op) + ": the element count of shape " + to_string() + " overflows int64");
     return n;
   }
 
@@ -80,7 +87,8 @@ using Strides = std::array<std::int64_t, Shape::max_rank>;
   std::int64_t acc = 1;
   for (std::size_t i = s.rank(); i-- > 0;) {
     st[i] = acc;
-    acc *= s[i];
+    // Wraps instead of overflowing (UB) on shapes whose numel() throws; unused for valid ones.
+    (void)__builtin_mul_overflow(acc, s[i], &acc);
   }
   return st;
 }

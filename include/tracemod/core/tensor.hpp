@@ -4,6 +4,7 @@
 // makes an independent copy. reshape() returns a view on the same buffer.
 #pragma once
 
+#include <tracemod/core/checked.hpp>
 #include <tracemod/core/dtype.hpp>
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/qparams.hpp>
@@ -14,9 +15,11 @@
 #include <cstring>
 #include <initializer_list>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace tracemod {
 
@@ -25,20 +28,38 @@ class Tensor {
   /// An undefined tensor (no buffer); `defined()` is false.
   Tensor() = default;
 
-  /// A tensor with uninitialised contents.
-  [[nodiscard]] static Tensor empty(const Shape& shape, DType dtype = DType::float32) {
+  /// A tensor with uninitialised contents. A shape whose byte size overflows or exceeds
+  /// max_tensor_bytes is a shape_error, and a failed allocation a tmod::error, both naming `op`.
+  [[nodiscard]] static Tensor empty(const Shape& shape, DType dtype = DType::float32,
+                                    std::string_view op = "Tensor.empty") {
+    const std::int64_t bytes = byte_size(shape, dtype, op);
     Tensor t;
+    try {
+      t.storage_ = std::make_shared<Storage>(static_cast<std::size_t>(bytes));
+    } catch (const std::bad_alloc&) {
+      throw error(std::string(op) + ": out of memory allocating " + std::to_string(bytes) + " bytes for a " +
+                  std::string(dtype_name(dtype)) + " tensor of shape " + shape.to_string());
+    }
     t.shape_ = shape;
     t.dtype_ = dtype;
-    t.storage_ = std::make_shared<Storage>(static_cast<std::size_t>(shape.numel()) * itemsize(dtype));
     return t;
   }
 
+  /// Bytes of a tensor of `shape` and `dtype`, checked: shape_error naming `op` and the shape when the
+  /// element count or the byte size overflows, or the size exceeds max_tensor_bytes.
+  [[nodiscard]] static std::int64_t byte_size(const Shape& shape, DType dtype, std::string_view op) {
+    const auto item = static_cast<std::int64_t>(itemsize(dtype));
+    const std::int64_t n = shape.numel(op);
+    if (n > max_tensor_bytes / item)
+      throw shape_error(std::string(op) + ": a " + std::string(dtype_name(dtype)) + " tensor of shape " +
+                        shape.to_string() + " (" + std::to_string(n) + " elements) exceeds the largest allocation, " +
+                        std::to_string(max_tensor_bytes) + " bytes");
+    return n * item;
   /// A tensor over the first bytes of an existing buffer (the serializer's mapped weights); throws
   /// value_error if the buffer is smaller than the shape needs.
   [[nodiscard]] static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape,
                                            DType dtype = DType::float32) {
-    const std::size_t need = static_cast<std::size_t>(shape.numel()) * itemsize(dtype);
+    const auto need = static_cast<std::size_t>(byte_size(shape, dtype, "Tensor.from_storage"));
     if (storage == nullptr || storage->bytes() < need)
       throw value_error("Tensor.from_storage: a buffer of " + std::to_string(storage ? storage->bytes() : 0) +
                         " bytes is too small for " + shape.to_string() + " " + std::string(dtype_name(dtype)));
@@ -53,10 +74,14 @@ class Tensor {
   [[nodiscard]] const Shape& shape() const noexcept { return shape_; }
   [[nodiscard]] DType dtype() const noexcept { return dtype_; }
   [[nodiscard]] std::size_t ndim() const noexcept { return shape_.rank(); }
-  [[nodiscard]] std::int64_t numel() const noexcept { return shape_.numel(); }
+  /// Elements; 0 for an undefined tensor (its shape is the empty one, but it holds nothing).
+  [[nodiscard]] std::int64_t numel() const noexcept { return defined() ? shape_.numel() : 0; }
   [[nodiscard]] std::size_t nbytes() const noexcept { return static_cast<std::size_t>(numel()) * itemsize(dtype_); }
   /// Extent of `axis`; negative axes count from the end.
-  [[nodiscard]] std::int64_t size(std::int64_t axis) const { return shape_[normalize_axis(axis, ndim(), "Tensor.size")]; }
+  [[nodiscard]] std::int64_t size(std::int64_t axis) const {
+    require_defined("Tensor.size");
+    return shape_[normalize_axis(axis, ndim(), "Tensor.size")];
+  }
 
   template <class T>
   [[nodiscard]] T* data() {
@@ -80,6 +105,7 @@ class Tensor {
   /// The element at a multi-index (bounds-checked; for tests and small tensors, not for loops).
   template <class T = float>
   [[nodiscard]] T at(std::initializer_list<std::int64_t> index) const {
+    require_defined("Tensor.at");
     if (index.size() != ndim())
       throw shape_error("Tensor.at: " + std::to_string(index.size()) + " indices for a tensor of shape " +
                         shape_.to_string());
@@ -97,14 +123,15 @@ class Tensor {
   /// The only element of a one-element tensor.
   template <class T = float>
   [[nodiscard]] T item() const {
+    require_defined("Tensor.item");
     if (numel() != 1) throw shape_error("Tensor.item: tensor of shape " + shape_.to_string() + " is not one element");
     return data<T>()[0];
   }
 
   /// A deep copy (new buffer, same shape, dtype and qparams).
   [[nodiscard]] Tensor clone() const {
-    if (!defined()) return {};
-    Tensor t = empty(shape_, dtype_);
+    require_defined("Tensor.clone");
+    Tensor t = empty(shape_, dtype_, "Tensor.clone");
     std::memcpy(t.storage_->data(), storage_->data(), nbytes());
     t.qparams_ = qparams_;
     return t;
@@ -112,7 +139,8 @@ class Tensor {
 
   /// A view with another shape of the same number of elements (no copy).
   [[nodiscard]] Tensor reshape(const Shape& shape) const {
-    if (shape.numel() != numel())
+    require_defined("Tensor.reshape");
+    if (shape.numel("Tensor.reshape") != numel())
       throw shape_error("Tensor.reshape: cannot reshape " + shape_.to_string() + " (" + std::to_string(numel()) +
                         " elements) into " + shape.to_string());
     Tensor t = *this;
@@ -130,10 +158,14 @@ class Tensor {
   void set_qparams(std::optional<QParams> q) { qparams_ = std::move(q); }
 
  private:
+  void require_defined(std::string_view op) const {
+    if (!defined()) throw value_error(std::string(op) + ": the tensor is undefined (default-constructed)");
+  }
+
   template <class T>
   void check_access() const {
     static_assert(is_element_type_v<T>, "Tensor::data<T>: T must be float or std::int32_t");
-    if (!defined()) throw value_error("Tensor.data: the tensor is undefined (default-constructed)");
+    require_defined("Tensor.data");
     if (dtype_of_v<T> != dtype_)
       throw dtype_error(std::string("Tensor.data: requested ") + std::string(dtype_name(dtype_of_v<T>)) +
                         " from a " + std::string(dtype_name(dtype_)) + " tensor of shape " + shape_.to_string());

@@ -37,9 +37,10 @@ struct conv2d_fn : op_base<conv2d_fn> {
     if (x.rank() != 4 || w.rank() != 4)
       throw shape_error(where() + ": input and weight must be 4-D (N, C, H, W) and (out_channels, in_channels/groups, kH, kW)");
     if (p.groups < 1) throw value_error(where() + ": groups must be positive");
-    if (x[1] != w[1] * p.groups)
+    const std::int64_t expected = checked_mul(w[1], p.groups, target, "in_channels/groups x groups");
+    if (x[1] != expected)
       throw shape_error(where() + ": input has " + std::to_string(x[1]) + " channels but the weight expects " +
-                        std::to_string(w[1] * p.groups) + " (in_channels/groups=" + std::to_string(w[1]) +
+                        std::to_string(expected) + " (in_channels/groups=" + std::to_string(w[1]) +
                         " x groups=" + std::to_string(p.groups) + ")");
     if (w[0] % p.groups != 0)
       throw shape_error(where() + ": out_channels " + std::to_string(w[0]) + " is not divisible by groups");
@@ -79,7 +80,7 @@ struct conv2d_fn : op_base<conv2d_fn> {
     if (b) require_float32(target, "bias", *b);
     const Shape bias_shape = b ? b->shape() : Shape{};
     const kernels::conv2d_geometry g = geometry(p, x.shape(), w.shape(), b ? &bias_shape : nullptr);
-    Tensor y = Tensor::empty(Shape{g.n, g.k, g.out_h(), g.out_w()});
+    Tensor y = Tensor::empty(Shape{g.n, g.k, g.out_h(), g.out_w()}, DType::float32, target);
     kernels::conv2d(g, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
     return y;
   }

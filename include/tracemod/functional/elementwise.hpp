@@ -28,7 +28,7 @@ Tensor eager_binary(const A& a, const B& b) {
   if constexpr (!scalar_operand<A>) require_float32(Op::target, Op::operands[0].name, a);
   if constexpr (!scalar_operand<B>) require_float32(Op::target, Op::operands[1].name, b);
   const Shape out_shape = broadcast_shapes(operand_shape(a), operand_shape(b), Op::target);
-  Tensor y = Tensor::empty(out_shape);
+  Tensor y = Tensor::empty(out_shape, DType::float32, Op::target);
   const std::int64_t n = out_shape.numel();
   if constexpr (scalar_operand<A>) {
     kernels::binary(KernelOp{}, static_cast<float>(a), b.template data<float>(), y.data<float>(), n);
@@ -57,7 +57,7 @@ struct unary_op : op_base<Derived> {
 
   static Tensor eager(const params&, const Tensor& x) {
     require_float32(Derived::target, "inp", x);
-    Tensor y = Tensor::empty(x.shape());
+    Tensor y = Tensor::empty(x.shape(), DType::float32, Derived::target);
     kernels::unary(KernelOp{}, x.data<float>(), y.data<float>(), x.numel());
     return y;
   }

@@ -65,7 +65,7 @@ struct matmul_fn : op_base<matmul_fn> {
     require_float32(target, "inp1", a);
     require_float32(target, "inp2", b);
     const plan pl = make_plan(p, a.shape(), b.shape());
-    Tensor y = Tensor::empty(pl.out);
+    Tensor y = Tensor::empty(pl.out, DType::float32, target);
     const bool ta = p.transpose_a && a.ndim() > 1, tb = p.transpose_b && b.ndim() > 1;
     const std::int64_t a_mat = pl.m * pl.k, b_mat = pl.k * pl.n;
     const std::int64_t lda = ta ? pl.m : pl.k, ldb = tb ? pl.k : pl.n;
@@ -136,7 +136,7 @@ struct linear_fn : op_base<linear_fn> {
     require_float32(target, "weight", w);
     if (b) require_float32(target, "bias", *b);
     const Shape bias_shape = b ? b->shape() : Shape{};
-    Tensor y = Tensor::empty(infer_shape(p, x.shape(), w.shape(), b ? &bias_shape : nullptr));
+    Tensor y = Tensor::empty(infer_shape(p, x.shape(), w.shape(), b ? &bias_shape : nullptr), DType::float32, target);
     const std::int64_t out = w.size(0), in = w.size(1);
     const std::int64_t rows = Shape(x.shape().begin(), x.shape().end() - 1).numel();
     float* py = y.data<float>();

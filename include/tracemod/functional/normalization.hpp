@@ -33,6 +33,8 @@ struct batch_norm_fn : op_base<batch_norm_fn> {
   /// Input (N, C, ...) of rank >= 2; every present statistic/affine operand is (C,).
   static constexpr Shape infer_shape(const params& p, const Shape& x, const Shape* mean, const Shape* var,
                                      const Shape* weight, const Shape* bias) {
+    if (!(p.eps >= 0))  // also rejects NaN
+      throw value_error(std::string(target) + ": eps " + repr(p.eps) + " must be non-negative");
     if (x.rank() < 2)
       throw shape_error(std::string(target) + ": input " + x.to_string() + " must have rank >= 2 (N, C, ...)");
     const std::array<std::pair<std::string_view, const Shape*>, 4> per_channel{
@@ -72,7 +74,7 @@ struct batch_norm_fn : op_base<batch_norm_fn> {
     const auto n = static_cast<std::size_t>(x.size(0)), c = static_cast<std::size_t>(x.size(1));
     const auto s = c == 0 || n == 0 ? std::size_t{0} : static_cast<std::size_t>(x.numel()) / (n * c);
     const auto data = [](const Tensor* t) { return t ? t->data<float>() : nullptr; };
-    Tensor y = Tensor::empty(x.shape());
+    Tensor y = Tensor::empty(x.shape(), DType::float32, target);
     if (p.training) {
       // Running statistics are updated in place: they are buffers shared with the owning module.
       auto mutable_data = [](const Tensor* t) { return t ? Tensor(*t).data<float>() : nullptr; };

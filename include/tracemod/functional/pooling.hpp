@@ -71,7 +71,7 @@ struct max_pool2d_fn : op_base<max_pool2d_fn> {
   static Tensor eager(const params& p, const Tensor& x) {
     require_float32(target, "inp", x);
     const auto g = geometry(p, x.shape());
-    Tensor y = Tensor::empty(Shape{g.n, g.c, g.out_h(), g.out_w()});
+    Tensor y = Tensor::empty(Shape{g.n, g.c, g.out_h(), g.out_w()}, DType::float32, target);
     kernels::max_pool2d(g, x.data<float>(), y.data<float>());
     return y;
   }
@@ -112,7 +112,7 @@ struct avg_pool2d_fn : op_base<avg_pool2d_fn> {
   static Tensor eager(const params& p, const Tensor& x) {
     require_float32(target, "inp", x);
     const auto g = geometry(p, x.shape());
-    Tensor y = Tensor::empty(Shape{g.n, g.c, g.out_h(), g.out_w()});
+    Tensor y = Tensor::empty(Shape{g.n, g.c, g.out_h(), g.out_w()}, DType::float32, target);
     kernels::avg_pool2d(g, x.data<float>(), y.data<float>());
     return y;
   }
@@ -136,14 +136,14 @@ struct adaptive_avg_pool2d_fn : op_base<adaptive_avg_pool2d_fn> {
     detail::require_nchw(target, x);
     if (p.oshp.h < 0 || p.oshp.w < 0)
       throw value_error(std::string(target) + ": output size " + repr(p.oshp) + " must be non-negative");
-    if ((x[2] == 0 || x[3] == 0) && p.oshp.h * p.oshp.w > 0)
+    if ((x[2] == 0 || x[3] == 0) && p.oshp.h > 0 && p.oshp.w > 0)
       throw shape_error(std::string(target) + ": input " + x.to_string() + " has an empty plane but the output size is " +
                         repr(p.oshp));
     return Shape{x[0], x[1], p.oshp.h, p.oshp.w};
   }
   static Tensor eager(const params& p, const Tensor& x) {
     require_float32(target, "inp", x);
-    Tensor y = Tensor::empty(infer_shape(p, x.shape()));
+    Tensor y = Tensor::empty(infer_shape(p, x.shape()), DType::float32, target);
     kernels::adaptive_avg_pool2d(x.data<float>(), y.data<float>(), x.size(0), x.size(1), x.size(2), x.size(3), p.oshp.h,
                                  p.oshp.w);
     return y;

@@ -36,6 +36,7 @@ struct flatten_fn : op_base<flatten_fn> {
       throw value_error(std::string(target) + ": start_axis " + std::to_string(p.start_axis) + " comes after end_axis " +
                         std::to_string(p.end_axis) + " for shape " + x.to_string());
     Shape out(x.begin(), x.begin() + s);
+    (void)x.numel(target);  // a symbolic shape may be unallocatable; then the merged extent would overflow
     std::int64_t merged = 1;
     for (std::size_t i = s; i <= e; ++i) merged *= x[i];
     out.push_back(merged);
@@ -79,7 +80,7 @@ struct reshape_fn : op_base<reshape_fn> {
       } else if (d < 0) {
         throw fail("negative extent " + std::to_string(d));
       } else {
-        known *= d;
+        if (__builtin_mul_overflow(known, d, &known)) throw fail("the target's element count overflows int64");
       }
     }
     Shape out;
@@ -91,7 +92,7 @@ struct reshape_fn : op_base<reshape_fn> {
         out.push_back(x.numel() / known);
       }
     }
-    if (out.numel() != x.numel()) throw fail("element counts differ");
+    if (out.numel(target) != x.numel(target)) throw fail("element counts differ");
     return out;
   }
 
@@ -134,7 +135,7 @@ struct transpose_fn : op_base<transpose_fn> {
     require_float32(target, "inp", x);
     const auto perm = permutation(p, x.shape());
     const std::span<const std::size_t> pspan(perm.data(), p.pattern.size());
-    Tensor y = Tensor::empty(kernels::transposed_shape(x.shape(), pspan, target));
+    Tensor y = Tensor::empty(kernels::transposed_shape(x.shape(), pspan, target), DType::float32, target);
     kernels::transpose(x.data<float>(), x.shape(), pspan, y.data<float>());
     return y;
   }
@@ -167,7 +168,7 @@ struct concat_fn : op_base<concat_fn> {
       shapes.push_back(inps[i].shape());
       data.push_back(inps[i].data<float>());
     }
-    Tensor y = Tensor::empty(infer_shape(p, shapes));
+    Tensor y = Tensor::empty(infer_shape(p, shapes), DType::float32, target);
     kernels::concat(data.data(), shapes.data(), shapes.size(), normalize_axis(p.axis, shapes[0].rank(), target),
                     y.data<float>());
     return y;

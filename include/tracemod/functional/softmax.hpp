@@ -40,7 +40,7 @@ struct softmax_fn : op_base<softmax_fn> {
     for (std::size_t i = 0; i < axis; ++i) outer *= static_cast<std::size_t>(s[i]);
     for (std::size_t i = axis + 1; i < s.rank(); ++i) inner *= static_cast<std::size_t>(s[i]);
     const auto len = s.rank() == 0 ? std::size_t{1} : static_cast<std::size_t>(s[axis]);
-    Tensor y = Tensor::empty(s);
+    Tensor y = Tensor::empty(s, DType::float32, target);
     kernels::softmax(x.data<float>(), y.data<float>(), outer, len, inner);
     return y;
   }

@@ -1,7 +1,7 @@
 // NumPy .npy files: read versions 1.0/2.0/3.0, write version 1.0.
 //
 // Reads little-endian float32 and int32 arrays, and float64/int64 arrays converted to them (int64
-// values outside the int32 range are rejected). C order only. Writes exactly the bytes
+// values outside the int32 range and finite float64 values outside the float32 range are rejected). C order only. Writes exactly the bytes
 // numpy.save writes for the same array, data aligned to 64 bytes.
 #pragma once
 
@@ -12,6 +12,7 @@
 
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -229,6 +230,11 @@ void narrow_elements(const std::byte* src, std::size_t count, Narrow* dst, std::
       if (w < std::numeric_limits<Narrow>::min() || w > std::numeric_limits<Narrow>::max())
         throw format_error("npy " + std::string(source) + ": int64 value " + std::to_string(w) + " at flat index " +
                            std::to_string(i) + " does not fit in int32");
+    } else {
+      // Finite values beyond float's range would become inf (the cast is undefined behaviour, even).
+      if (std::isfinite(w) && std::fabs(w) > static_cast<Wide>(std::numeric_limits<Narrow>::max()))
+        throw format_error("npy " + std::string(source) + ": float64 value " + std::to_string(w) +
+                           " at flat index " + std::to_string(i) + " is outside the float32 range");
     }
     dst[i] = static_cast<Narrow>(w);
   }

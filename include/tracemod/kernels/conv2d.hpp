@@ -1,6 +1,7 @@
 // 2-D convolution (cross-correlation, as in PyTorch) on NCHW float buffers.
 #pragma once
 
+#include <tracemod/core/checked.hpp>
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/detail/conv_depthwise.hpp>
@@ -66,6 +67,21 @@ inline void validate(const conv2d_geometry& g, std::string_view op) {
     throw value_error(where("dilation must be positive, got " + pair(g.dil_h, g.dil_w)));
   if (g.pad_h < 0 || g.pad_w < 0)
     throw value_error(where("padding must be non-negative, got " + pair(g.pad_h, g.pad_w)));
+  // Checked before any extent is derived from them: a huge padding or dilation must not wrap around,
+  // and the padded input copy the GEMM path makes must be allocatable.
+  const auto padded = [&](std::int64_t in, std::int64_t pad) {
+    return checked_add(in, checked_mul(2, pad, op, "padded extent"), op, "padded extent");
+  };
+  const auto dilated = [&](std::int64_t dil, std::int64_t kernel) {
+    return checked_add(checked_mul(dil, kernel - 1, op, "dilated kernel extent"), 1, op, "dilated kernel extent");
+  };
+  const std::int64_t hp = padded(g.h, g.pad_h), wp = padded(g.w, g.pad_w);
+  (void)dilated(g.dil_h, g.r);
+  (void)dilated(g.dil_w, g.s);
+  const std::int64_t padded_input[] = {g.c / g.groups, hp, wp};
+  if (checked_product(padded_input, 3, op, "padded input size") > max_tensor_bytes / std::int64_t{sizeof(float)})
+    throw shape_error(where("the padded input " + pair(hp, wp) + " of " + std::to_string(g.c / g.groups) +
+                            " channels per group exceeds the largest allocation"));
   if (g.out_h() <= 0 || g.out_w() <= 0)
     throw shape_error(where("empty output: input " + pair(g.h, g.w) + " padded by " + pair(g.pad_h, g.pad_w) +
                             " is smaller than the dilated kernel " +

@@ -66,7 +66,7 @@ inline void transpose(const float* x, const Shape& in_shape, std::span<const std
     if (!match)
       throw shape_error(std::string(op) + ": input " + std::to_string(i) + " has shape " + s.to_string() + " but input 0 has " +
                         first.to_string() + "; shapes must match except along axis " + std::to_string(axis));
-    out[axis] += s[axis];
+    out[axis] = checked_add(out[axis], s[axis], op, "the joined extent along axis " + std::to_string(axis));
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <tracemod/nn/reflection.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -57,20 +58,28 @@ class BatchNorm2d : public Module {
   /// Training mode normalises with the batch statistics and updates the running ones; eval mode uses
   /// the running statistics (or the batch ones when they are not tracked).
   [[nodiscard]] Tensor forward(const Tensor& x) const {
+    functional::require_defined("BatchNorm2d", "input", x);
     check_input(x.shape());
     double factor = momentum.value_or(0.0);
     const bool update = training() && running_mean.defined();
+    std::int32_t* count = nullptr;
     if (update) {
-      Tensor count = num_batches_tracked;  // a handle: the module's counter is updated
-      const std::int32_t seen = ++count.data<std::int32_t>()[0];
-      if (!momentum) factor = 1.0 / seen;
+      // Everything that can fail is checked before any state changes: a failing call counts no batch.
+      Tensor counter = num_batches_tracked;  // a handle: the module's counter is updated
+      if (counter.dtype() != DType::int32 || counter.numel() != 1)
+        throw dtype_error("BatchNorm2d: num_batches_tracked is a " + std::string(dtype_name(counter.dtype())) +
+                          " tensor of shape " + counter.shape().to_string() + "; it must be one int32 value");
+      count = counter.data<std::int32_t>();
+      if (!momentum) factor = 1.0 / (static_cast<double>(*count) + 1.0);
     }
     const functional::batch_norm_fn::params p{training() || !running_mean.defined(), factor, eps};
     const auto normalize = [&](const auto& mean, const auto& var) {
       return weight.defined() ? functional::batch_norm(x, mean, var, weight, bias, p)
                               : functional::batch_norm(x, mean, var, none, none, p);
     };
-    return running_mean.defined() ? normalize(running_mean, running_var) : normalize(none, none);
+    Tensor y = running_mean.defined() ? normalize(running_mean, running_var) : normalize(none, none);
+    if (count != nullptr && *count < std::numeric_limits<std::int32_t>::max()) ++*count;  // saturates, never wraps
+    return y;
   }
 
   [[nodiscard]] Shape infer_shape(const Shape& x) const {

@@ -49,8 +49,8 @@ class Conv2d : public Module {
     if (kernel.h < 1 || kernel.w < 1) throw fail("kernel_size must be positive");
     if (o.stride.h < 1 || o.stride.w < 1 || o.dilation.h < 1 || o.dilation.w < 1 || o.padding.h < 0 || o.padding.w < 0)
       throw fail("stride and dilation must be positive and padding non-negative");
-    weight = Tensor::empty({out, in / o.groups, kernel.h, kernel.w});
-    if (o.bias) bias = Tensor::empty({out});
+    weight = Tensor::empty({out, in / o.groups, kernel.h, kernel.w}, DType::float32, "Conv2d");
+    if (o.bias) bias = Tensor::empty({out}, DType::float32, "Conv2d");
     init::default_layer_init_(weight, bias);
   }
 

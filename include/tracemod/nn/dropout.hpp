@@ -26,7 +26,7 @@ class Dropout : public Module {
   [[nodiscard]] Tensor forward(const Tensor& x) const {
     if (!training() || p == 0.0) return x;
     functional::require_float32("Dropout", "inp", x);
-    Tensor y = Tensor::empty(x.shape());
+    Tensor y = Tensor::empty(x.shape(), DType::float32, "Dropout");
     const float scale = p == 1.0 ? 0.0f : static_cast<float>(1.0 / (1.0 - p));
     const float* in = x.data<float>();
     float* out = y.data<float>();

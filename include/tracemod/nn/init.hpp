@@ -33,9 +33,8 @@ namespace tracemod::nn::init {
   if (weight.ndim() < 2)
     throw value_error("init.fan_in: a weight of shape " + weight.shape().to_string() +
                       " has no fan-in (it needs at least 2 dimensions)");
-  std::int64_t n = 1;
-  for (std::size_t axis = 1; axis < weight.ndim(); ++axis) n *= weight.shape()[axis];
-  return n;
+  // The product of the trailing extents: weight.numel() / size(0) would divide by zero for out = 0.
+  return Shape(weight.shape().begin() + 1, weight.shape().end()).numel();
 }
 
 inline void uniform_(Tensor& t, double low, double high, Generator& g = default_generator()) {
@@ -61,14 +60,18 @@ inline void kaiming_uniform_(Tensor& t, double a = 0.0, Generator& g = default_g
 }
 
 /// PyTorch's default initialisation of a Linear/Conv layer: weight kaiming_uniform_(a = sqrt(5)),
-/// bias (if defined) U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+/// bias (if defined) U(-1/sqrt(fan_in), 1/sqrt(fan_in)), or zeros when fan_in is 0 (as PyTorch's
+/// bound of 0 gives).
 inline void default_layer_init_(Tensor& weight, Tensor& bias, Generator& g = default_generator()) {
   kaiming_uniform_(weight, std::sqrt(5.0), g);
   const auto n = fan_in(weight);
-  if (bias.defined() && n > 0) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(n));
-    uniform_(bias, -bound, bound, g);
+  if (!bias.defined()) return;
+  if (n == 0) {
+    zeros_(bias);
+    return;
   }
+  const double bound = 1.0 / std::sqrt(static_cast<double>(n));
+  uniform_(bias, -bound, bound, g);
 }
 
 }  // namespace tracemod::nn::init

@@ -23,8 +23,8 @@ class Linear : public Module {
     if (in < 0 || out < 0)
       throw value_error("Linear: in_features (" + std::to_string(in) + ") and out_features (" + std::to_string(out) +
                         ") must be non-negative");
-    weight = Tensor::empty({out, in});
-    if (has_bias) bias = Tensor::empty({out});
+    weight = Tensor::empty({out, in}, DType::float32, "Linear");
+    if (has_bias) bias = Tensor::empty({out}, DType::float32, "Linear");
     init::default_layer_init_(weight, bias);
   }
 

@@ -40,6 +40,12 @@ namespace tracemod {
 
 class Module;
 
+/// How deeply modules may nest (the root is depth 0). Traversals walk the tree iteratively, but a
+/// module copy and the recursion of user code are one C++ call per level, so the depth is capped
+/// with a clear module_error instead of exhausting the stack. PyTorch's default recursion limit
+/// gives about the same bound; real networks nest a few levels deep.
+inline constexpr std::size_t max_module_depth = 1000;
+
 namespace detail {
 
 /// One direct member of a module instance, as the run-time API walks it.
@@ -64,6 +70,7 @@ class module_box {
   [[nodiscard]] Module& get() const noexcept { return *ptr_; }
 
  private:
+  friend struct module_access;
   std::unique_ptr<Module> ptr_;
 };
 
@@ -109,7 +116,7 @@ class Module {
 
   /// Sets the training flag of this module and every descendant.
   Module& train(bool mode = true) {
-    for_each_module("", true, [mode](const std::string&, const Module& m) { const_cast<Module&>(m).training_ = mode; });
+    for (Module& m : modules()) m.training_ = mode;  // listed first: a too-deep tree throws before any change
     return *this;
   }
   Module& eval() { return train(false); }
@@ -189,6 +196,8 @@ class Module {
     using T = std::remove_cvref_t<M>;
     static_assert(requires { typename T::tracemod_reflected; } && std::same_as<typename T::tracemod_reflected, T>,
                   "tmod::Module::setattr: the module's class must declare TM_MODULE(Class, ...) itself");
+    std::string_view leaf;
+    check_set_module(path, module, leaf);  // before the move: a failed setattr leaves `module` intact
     set_module(path, std::make_unique<T>(std::forward<M>(module)));
   }
   /// Adds or replaces a child module given as an owning pointer (any module class; the runtime
@@ -273,12 +282,43 @@ class Module {
     return slots;
   }
 
+  /// Calls f(path, module) for this module and (if recursive) every descendant, pre-order. Iterative,
+  /// so the depth costs heap, not stack; a tree deeper than max_module_depth is a module_error.
   template <class F>
   void for_each_module(const std::string& path, bool recursive, F&& f) const {
-    f(path, *this);
-    if (!recursive) return;
-    for (const detail::member_slot& s : own_members())
-      if (s.kind == member_kind::module) s.module->for_each_module(detail::join_path(path, s.name), true, f);
+    struct pending {
+      std::string path;
+      const Module* module;
+      std::size_t depth;
+    };
+    std::vector<pending> stack{{path, this, 0}};
+    while (!stack.empty()) {
+      pending top = std::move(stack.back());
+      stack.pop_back();
+      f(top.path, *top.module);
+      if (!recursive) return;
+      const auto slots = top.module->own_members();
+      for (auto it = slots.rbegin(); it != slots.rend(); ++it) {  // reversed: children pop in order
+        if (it->kind != member_kind::module) continue;
+        if (top.depth + 1 > max_module_depth) throw too_deep(top.path);
+        stack.push_back({detail::join_path(top.path, it->name), it->module, top.depth + 1});
+      }
+    }
+  }
+
+  [[nodiscard]] static module_error too_deep(std::string_view path) {
+    const std::string shown = path.size() > 60 ? std::string(path.substr(0, 60)) + "..." : std::string(path);
+    return module_error("the module tree nests deeper than max_module_depth (" + std::to_string(max_module_depth) +
+                        " levels) below '" + shown + "'");
+  }
+
+  /// Levels below this module (0 for a leaf); module_error beyond max_module_depth.
+  [[nodiscard]] std::size_t height() const {
+    std::size_t deepest = 0;
+    for_each_module("", true, [&](const std::string& path, const Module&) {
+      if (!path.empty()) deepest = std::max<std::size_t>(deepest, 1 + std::count(path.begin(), path.end(), '.'));
+    });
+    return deepest;
   }
 
   template <class T>
@@ -414,7 +454,11 @@ class Module {
     return nullptr;
   }
 
+  /// The owner of `path`'s last component (`leaf`), after checking that `module` may be stored there: the
+  /// nesting depth, and the C++ type of a reflected member. Throws module_error.
+  Module& check_set_module(std::string_view path, const Module& module, std::string_view& leaf);
   void set_module(std::string_view path, std::unique_ptr<Module> module);
+  void repr_tree(std::string& out, std::size_t indent) const;
   void set_tensor(std::string_view path, member_kind kind, const Tensor& value);
 
   /// Replaces every tensor of the tree by a copy of its data (deep copy after a module copy).
@@ -445,6 +489,17 @@ struct module_access {
   static std::unique_ptr<Module> copy(const Module& m) { return m.tracemod_copy_(); }
   static void detach_tensors(Module& m) { m.detach_tensors(); }
   static void set_training_flag(Module& m, bool training) { m.training_ = training; }
+  /// Throws module_error if the tree below m nests deeper than max_module_depth.
+  static void check_depth(const Module& m) { (void)m.height(); }
+  /// Moves the setattr children of m and of its reflected descendants into `out`.
+  static void release_dynamic_children(Module& m, std::vector<std::unique_ptr<Module>>& out) {
+    for (dynamic_attr& d : m.dynamic_)
+      if (auto* box = std::get_if<module_box>(&d.value)) out.push_back(std::move(box->ptr_));
+    std::vector<member_slot> reflected;
+    m.tracemod_members_(reflected);  // nesting of reflected members is bounded by their C++ types
+    for (const member_slot& s : reflected)
+      if (s.kind == member_kind::module) release_dynamic_children(*s.module, out);
+  }
 };
 
 inline module_box::module_box(const module_box& other) : ptr_(module_access::copy(*other.ptr_)) {}
@@ -452,7 +507,16 @@ inline module_box& module_box::operator=(const module_box& other) {
   if (this != &other) ptr_ = module_access::copy(*other.ptr_);
   return *this;
 }
-inline module_box::~module_box() = default;
+// Tears the subtree down iteratively: a long chain of setattr children must not recurse once per level.
+inline module_box::~module_box() {
+  std::vector<std::unique_ptr<Module>> pending;
+  pending.push_back(std::move(ptr_));
+  while (!pending.empty()) {
+    std::unique_ptr<Module> m = std::move(pending.back());
+    pending.pop_back();
+    if (m) module_access::release_dynamic_children(*m, pending);
+  }
+}
 
 }  // namespace detail
 
@@ -525,20 +589,34 @@ inline void Module::delattr(std::string_view path) {
   throw module_error(prefix + std::string(parent.type_name()) + " has no attribute '" + std::string(leaf) + "'");
 }
 
-inline void Module::set_module(std::string_view path, std::unique_ptr<Module> module) {
-  std::string_view leaf;
+inline Module& Module::check_set_module(std::string_view path, const Module& module, std::string_view& leaf) {
   Module& parent = parent_or_throw(path, leaf, "setattr");
   const std::string prefix = "setattr('" + std::string(path) + "'): ";
+  const auto depth = static_cast<std::size_t>(std::count(path.begin(), path.end(), '.')) + 1;
+  if (const std::size_t height = module.height(); depth + height > max_module_depth)
+    throw module_error(prefix + "the " + std::string(module.type_name()) + " module, " + std::to_string(height) +
+                       " levels deep, would nest below depth " + std::to_string(depth) + ", beyond max_module_depth (" +
+                       std::to_string(max_module_depth) + ")");
   for (const auto& s : parent.own_members()) {
     if (s.name != leaf || !s.reflected) continue;
     if (s.kind != member_kind::module)
       throw module_error(prefix + "the reflected member is a " + std::string(to_string(s.kind)) +
-                         "; it cannot hold a " + std::string(module->type_name()) + " module");
+                         "; it cannot hold a " + std::string(module.type_name()) + " module");
     const Module& current = *s.module;
-    const Module& replacement = *module;
-    if (typeid(current) != typeid(replacement))
+    if (typeid(current) != typeid(module))
       throw module_error(prefix + "the reflected member is a " + std::string(s.module->type_name()) +
-                         " and its C++ type is fixed; it cannot hold a " + std::string(module->type_name()));
+                         " and its C++ type is fixed; it cannot hold a " + std::string(module.type_name()));
+    return parent;
+  }
+  (void)parent.dynamic_slot(leaf, path, "setattr");  // checks the name of a new attribute
+  return parent;
+}
+
+inline void Module::set_module(std::string_view path, std::unique_ptr<Module> module) {
+  std::string_view leaf;
+  Module& parent = check_set_module(path, *module, leaf);
+  for (const auto& s : parent.own_members()) {
+    if (s.name != leaf || !s.reflected) continue;
     s.module->tracemod_assign_(std::move(*module));
     return;
   }
@@ -570,26 +648,46 @@ inline void Module::set_tensor(std::string_view path, member_kind kind, const Te
 }
 
 inline std::unique_ptr<Module> Module::clone() const {
+  detail::module_access::check_depth(*this);  // the copy recurses once per level
   std::unique_ptr<Module> copy = tracemod_copy_();
   copy->detach_tensors();
   return copy;
 }
 
 inline std::string Module::repr() const {
-  std::vector<std::string> lines;
-  if (std::string extra = extra_repr(); !extra.empty()) lines.push_back(std::move(extra));
-  for (const auto& [name, child] : named_children()) {
-    std::string text = "(" + name + "): " + child.repr();
-    for (std::size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 3))
-      text.insert(at + 1, "  ");
-    lines.push_back(std::move(text));
+  detail::module_access::check_depth(*this);  // repr_tree recurses once per level
+  std::string out;
+  repr_tree(out, 0);
+  return out;
+}
+
+// Appends the tree at the given indent; each line is written once, already indented, so the cost is
+// the size of the text (re-indenting children's text would be cubic in the depth).
+inline void Module::repr_tree(std::string& out, std::size_t indent) const {
+  const auto new_line = [&](std::size_t width) {
+    out += '\n';
+    out.append(width, ' ');
+  };
+  out += type_name();
+  out += '(';
+  const std::string extra = extra_repr();
+  const auto children = named_children();
+  if (children.empty()) {
+    out += extra;
+    out += ')';
+    return;
   }
-  const std::string head = std::string(type_name()) + "(";
-  if (lines.empty()) return head + ")";
-  if (lines.size() == 1 && named_children().empty()) return head + lines[0] + ")";
-  std::string s = head;
-  for (const auto& line : lines) s += "\n  " + line;
-  return s + "\n)";
+  if (!extra.empty()) {
+    new_line(indent + 2);
+    for (const char c : extra) c == '\n' ? new_line(indent + 2) : void(out += c);
+  }
+  for (const auto& [name, child] : children) {
+    new_line(indent + 2);
+    out += "(" + name + "): ";
+    child.repr_tree(out, indent + 2);
+  }
+  new_line(indent);
+  out += ')';
 }
 
 }  // namespace tracemod

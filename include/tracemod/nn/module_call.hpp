@@ -2,17 +2,114 @@
 // argument is a concrete value, and otherwise hands the call to `tracemod_call_module(m, args...)`,
 // found by argument-dependent lookup: the tracing layers provide it for their symbolic types, so
 // this layer never includes them (the same dispatch as functional::op_base::apply).
+//
+// An eager call that fails says which module failed: the error is rethrown, with its type kept, by
+// the outermost module call with the failing module's class and dotted path in front of the
+// message, e.g. "Linear 'body.1' in Net: nn.linear: input (2, 3) does not match weight (4, 5) ...".
 #pragma once
 
+#include <tracemod/core/error.hpp>
 #include <tracemod/functional/op.hpp>
+#include <tracemod/nn/module.hpp>
+
+#include <concepts>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
 
 namespace tracemod::detail {
+
+/// The eager module calls running on this thread (outermost first), and the chain of calls the
+/// error in flight was thrown from (recorded by the innermost frame that saw it).
+struct module_call_state {
+  std::vector<const Module*> running;
+  std::vector<const Module*> failed_chain;
+  const void* failed_error = nullptr;
+};
+inline module_call_state& module_calls() {
+  thread_local module_call_state state;
+  return state;
+}
+
+/// "Linear 'body.1' in Net" for chain [Net, ..., Linear]: each module is looked up among the
+/// descendants of the one that called it (a module made inside forward shows as "<Class>").
+inline std::string describe_call_chain(const std::vector<const Module*>& chain) {
+  const Module& root = *chain.front();
+  if (chain.size() == 1) return std::string(root.type_name());
+  std::string path;
+  for (std::size_t i = 1; i < chain.size(); ++i) {
+    std::string step = "<" + std::string(chain[i]->type_name()) + ">";
+    for (const auto& [name, m] : chain[i - 1]->named_modules())
+      if (&m == chain[i] && !name.empty()) {
+        step = name;
+        break;
+      }
+    path = path.empty() ? step : path + "." + step;
+  }
+  return std::string(chain.back()->type_name()) + " '" + path + "' in " + std::string(root.type_name());
+}
+
+/// Rethrows `e` as its own class with `prefix` in front of the message.
+[[noreturn]] inline void rethrow_with_prefix(const error& e, const std::string& prefix) {
+  const std::string what = prefix + e.what();
+  if (dynamic_cast<const shape_error*>(&e)) throw shape_error(what);
+  if (dynamic_cast<const dtype_error*>(&e)) throw dtype_error(what);
+  if (dynamic_cast<const value_error*>(&e)) throw value_error(what);
+  if (dynamic_cast<const format_error*>(&e)) throw format_error(what);
+  if (dynamic_cast<const graph_error*>(&e)) throw graph_error(what);
+  if (dynamic_cast<const module_error*>(&e)) throw module_error(what);
+  throw error(what);
+}
+
+/// The module's name is added by eager_forward, as for every failure inside the call.
+template <class A>
+void require_defined_argument(std::size_t index, const A& a) {
+  if constexpr (std::derived_from<A, Tensor>)
+    if (!a.defined()) throw value_error("argument " + std::to_string(index) + " is an undefined tensor");
+}
+
+/// Runs forward with `module` on the call stack; a failure is named by the outermost call.
+template <class M, class... A>
+decltype(auto) eager_forward(const M& module, const A&... args) {
+  module_call_state& calls = module_calls();
+  struct frame {
+    module_call_state& calls;
+    explicit frame(module_call_state& c, const Module* m) : calls(c) {
+      if (calls.running.empty()) {  // a record left by an error user code caught midway is stale now
+        calls.failed_chain.clear();
+        calls.failed_error = nullptr;
+      }
+      calls.running.push_back(m);
+    }
+    frame(const frame&) = delete;
+    frame& operator=(const frame&) = delete;
+    ~frame() { calls.running.pop_back(); }
+  };
+  try {
+    const frame f(calls, &module);
+    [[maybe_unused]] std::size_t index = 0;
+    (require_defined_argument(index++, args), ...);
+    return module.forward(args...);
+  } catch (const error& e) {
+    if (calls.failed_error != &e) {  // the innermost frame: `running` still ends with its caller
+      calls.failed_chain = calls.running;
+      calls.failed_chain.push_back(&module);
+      calls.failed_error = &e;
+    }
+    if (!calls.running.empty()) throw;
+    const std::vector<const Module*> chain = std::move(calls.failed_chain);
+    calls.failed_chain.clear();
+    calls.failed_error = nullptr;
+    rethrow_with_prefix(e, describe_call_chain(chain) + ": ");
+  }
+}
 
 template <class M, class... A>
 decltype(auto) call_module(const M& module, const A&... args) {
   if constexpr ((functional::eager_operand<A> && ...)) {
     if constexpr (requires { module.forward(args...); }) {
-      return module.forward(args...);
+      return eager_forward(module, args...);
     } else {
       static_assert(functional::detail::always_false_v<M, A...>,
                     "tracemod: the module's forward cannot be called with these arguments; declare it as a const "

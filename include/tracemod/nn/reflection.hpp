@@ -247,6 +247,7 @@ Shape infer_shape_erased(const Class& self, std::span<const Shape> in) {
 template <class Self, class Class>
 Self clone_as(const Class& self) {
   static_assert(std::is_copy_constructible_v<Self>, "tmod::Module::clone: the module class must be copy-constructible");
+  module_access::check_depth(self);  // the copy recurses once per level
   Self copy(self);
   module_access::detach_tensors(copy);
   return copy;

@@ -12,6 +12,7 @@
 #include <tracemod/trace/node.hpp>
 
 #include <array>
+#include <optional>
 #include <span>
 #include <tuple>
 #include <type_traits>
@@ -43,7 +44,9 @@ auto to_operand(const A& a) {
   } else if constexpr (functional::scalar_operand<A>) {
     return scalar_leaf::of(a);
   } else if constexpr (detail::is_attribute_tensor_v<A>) {
-    return attr_node<A>{{}, Tensor(a), detail::tensor_path(a).value_or(""), a.shape()};
+    std::optional<std::string> path = detail::tensor_path(a);
+    const Tensor* source = path ? static_cast<const Tensor*>(&a) : nullptr;
+    return attr_node<A>{{}, Tensor(a), std::move(path).value_or(""), a.shape(), source};
   } else if constexpr (std::derived_from<A, Tensor>) {
     return constant_node{{}, Tensor(a), a.shape()};
   } else if constexpr (detail::is_operand_list_v<A>) {
@@ -214,6 +217,7 @@ auto tracemod_apply(Op, const P& params, const A&... args) {
                                                  detail::lazy_dynamic<Op>>::type;
   operands_type operands{to_operand(args)...};
   Shape shape = detail::infer<Op>(params, operands, std::index_sequence_for<A...>{});
+  (void)Tensor::byte_size(shape, DType::float32, Op::target);  // an output no allocation can hold fails now
   return op_node<Op, P, shape_info, operand_t<A>...>{{}, params, std::move(operands), shape,
                                                       detail::next_call_id(Op::target)};
 }

@@ -200,7 +200,7 @@ Tensor evaluate(const N& n, eval_frame& f) {
   if constexpr (N::kind == node_kind::input) {
     return f.inputs[N::index];
   } else if constexpr (N::kind == node_kind::get_attr) {
-    return n.tensor;
+    return n.current();
   } else if constexpr (N::kind == node_kind::constant) {
     return n.value;
   } else if constexpr (N::kind == node_kind::output) {
@@ -247,25 +247,27 @@ void collect_leaves(const N& n, eval_frame& f, std::array<Tensor, L>& leaves, st
 /// The output shape of the fused subtree at n (leaves from Base on), checked op by op so a
 /// broadcasting error names the op that fails, as eager mode would.
 template <std::size_t Base, class N, std::size_t L>
-Shape fused_shape(const N& n, const std::array<Tensor, L>& leaves, std::string_view consumer) {
+Shape fused_shape(const N& n, const std::array<Tensor, L>& leaves, std::string_view consumer,
+                  std::string_view operand_name) {
   if constexpr (is_scalar_operand_v<N>) {
     return Shape{};
   } else if constexpr (is_elementwise_node_v<N>) {
     using op = typename N::op;
     using args = std::remove_cvref_t<decltype(n.args)>;
-    const Shape a = fused_shape<Base>(std::get<0>(n.args), leaves, op::target);
+    const Shape a = fused_shape<Base>(std::get<0>(n.args), leaves, op::target, op::operands[0].name);
     if constexpr (std::tuple_size_v<args> == 1) {
       return a;
     } else {
       const Shape b =
-          fused_shape<Base + leaf_count_v<std::tuple_element_t<0, args>>>(std::get<1>(n.args), leaves, op::target);
+          fused_shape<Base + leaf_count_v<std::tuple_element_t<0, args>>>(std::get<1>(n.args), leaves, op::target,
+                                                                          op::operands[1].name);
       if constexpr (requires { requires op::reflected; })
         return broadcast_shapes(b, a, op::target);
       else
         return broadcast_shapes(a, b, op::target);
     }
   } else {
-    functional::require_float32(consumer, "operand", leaves[Base]);
+    functional::require_float32(consumer, operand_name, leaves[Base]);
     return leaves[Base].shape();
   }
 }
@@ -277,10 +279,10 @@ Tensor evaluate_fused(const N& n, eval_frame& f) {
   std::array<Tensor, L> leaves;
   std::size_t k = 0;
   collect_leaves(n, f, leaves, k);
-  const Shape out = fused_shape<0>(n, leaves, N::op::target);
+  const Shape out = fused_shape<0>(n, leaves, N::op::target, N::op::operands[0].name);
   bool flat = true;
   for (const Tensor& t : leaves) flat = flat && t.shape() == out;
-  Tensor y = Tensor::empty(out);
+  Tensor y = Tensor::empty(out, DType::float32, N::op::target);
   if (flat) {
     float* const dst = y.data<float>();
     kernels::detail::parallel_elements(out.numel(), [&](std::int64_t lo, std::int64_t hi) {

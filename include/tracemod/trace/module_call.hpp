@@ -76,6 +76,7 @@ auto tracemod_call_module(const M& m, const A&... args) {
   std::tuple operands{to_operand(args)...};
   if constexpr (nn::is_builtin_module_v<M>) {
     const Shape shape = std::apply([&](const auto&... o) { return m.infer_shape(detail::runtime_shape(o)...); }, operands);
+    (void)Tensor::byte_size(shape, DType::float32, name);  // an output no allocation can hold fails now
     const std::uint32_t id = detail::next_call_id(name);
     return builtin_call_node<M, operand_t<A>...>{{}, &m, std::move(name), std::move(operands), shape, id};
   } else {

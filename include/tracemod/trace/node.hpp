@@ -105,12 +105,18 @@ struct attr_node : node_base {
   static constexpr node_kind kind = node_kind::get_attr;
   using shape_info = dynamic_dims;
   using attribute_type = T;
-  // The attribute's handle: it shares the module's buffer, so values loaded later (load_state_dict
-  // copies into the existing buffers) are what evaluation reads.
+  // The attribute's handle at trace time: it shares the module's buffer, so values loaded later
+  // (load_state_dict copies into the existing buffers) are what evaluation reads.
   Tensor tensor;
   std::string name;  // path relative to the traced module ("param", "layer1.0.conv1.weight"); empty
                      // when the tensor is no attribute of it (then it lowers to a Constant)
   Shape shape;
+  // The module's member itself when `name` is set: evaluation reads it, so a tensor rebound later by
+  // setattr is followed, as builtin module calls follow their module. The module outlives the graph.
+  const Tensor* source = nullptr;
+
+  /// The tensor evaluation uses: the member's current value, or the handle for a non-attribute.
+  [[nodiscard]] const Tensor& current() const noexcept { return source != nullptr ? *source : tensor; }
 };
 
 /// A tensor with no graph node of its own (created in forward, or a global), frozen into the graph.
