@@ -55,6 +55,8 @@ class Tensor {
                         shape.to_string() + " (" + std::to_string(n) + " elements) exceeds the largest allocation, " +
                         std::to_string(max_tensor_bytes) + " bytes");
     return n * item;
+  }
+
   /// A tensor over the first bytes of an existing buffer (the serializer's mapped weights); throws
   /// value_error if the buffer is smaller than the shape needs.
   [[nodiscard]] static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape,
