@@ -143,3 +143,33 @@ TEST_CASE("check() names the first broken invariant") {
   tmod::graph::node_access::set_id(*add_out, 2);
   tmod::check(g);
 }
+
+TEST_CASE("surgery through DESIGN.md's member spelling: insert_exprs, replace_node, add_output_node, add_input_node") {
+  AddTwice m;  // y = (x + 1) + 2
+  tmod::TracedModule t = tmod::trace_module(m, tmod::zeros({1}));
+  tmod::graph::Graph& g = t.graph();
+  tmod::graph::Node* add_out = g.get_node_by_id(2).as_unique();
+  tmod::graph::Node* neg = nullptr;
+  {
+    auto scope = g.insert_exprs(add_out->expr());
+    neg = F::neg(tmod::Sym(add_out)).node();
+  }
+  g.replace_node({{add_out, neg}});  // the second add now reads -(x + 1); neg itself still reads add_out
+  tmod::check(g);
+  CHECK(text(g).find("neg_out = elemwise.neg(add_out, )") != std::string::npos);
+  CHECK(text(g).find("add_out_1 = neg_out.__add__(2, )") != std::string::npos);
+  CHECK(tmod::Tensor(t(tmod::tensor({3.f}))).item() == -(3.f + 1.f) + 2.f);
+
+  g.add_output_node(add_out);
+  const tmod::Value both = t(tmod::tensor({3.f}));
+  REQUIRE(both.kind() == tmod::Value::Kind::tuple);
+  CHECK(both[0].tensor().item() == -2.f);
+  CHECK(both[1].tensor().item() == 4.f);
+
+  tmod::graph::TensorNode* extra = g.add_input_node({1}, tmod::DType::float32, "bias");
+  CHECK(extra->name() == "bias");
+  CHECK(g.inputs().size() == 3);
+  tmod::check(g);
+  CHECK(error_of<tmod::graph_error>([&] { (void)t(tmod::tensor({3.f})); }).find("takes 2 inputs, got 1") !=
+        std::string::npos);
+}

@@ -31,6 +31,7 @@ namespace tracemod::graph {
 
 class Graph;
 class ExecutionPlan;
+class InsertScope;
 struct RunHooks;
 
 /// The nested output structure of a graph: a node, or a tuple/list/dict of such trees.
@@ -198,6 +199,20 @@ class Graph {
   [[nodiscard]] std::string to_dot() const;
   /// The nested output Value of run()'s flat results.
   [[nodiscard]] Value pack_outputs(const std::vector<NodeValue>& flat) const;
+
+  // ---- surgery (DESIGN.md's member spelling; defined in traced_module/surgery.hpp, which
+  // <tracemod/traced_module.hpp> includes: surgery needs the traced module's id counters) ----------
+  /// An RAII scope in which tmod::Sym arguments record new exprs, spliced in after `after` (or after
+  /// the last producer they use) when the scope ends; an exception leaves the graph as it was.
+  [[nodiscard]] InsertScope insert_exprs(const Expr* after = nullptr);
+  /// Rewires the users of each `old` that come after `new`'s producer (MegEngine's replace_node).
+  void replace_node(const std::vector<std::pair<Node*, Node*>>& repl);
+  /// Adds a tensor input to the top graph.
+  TensorNode* add_input_node(const Shape& shape, DType dtype = DType::float32, std::string_view name = "args");
+  /// Appends an output to the top graph: the outputs become `(old outputs, node)`.
+  void add_output_node(Node* node);
+  /// Replaces the top graph's outputs by a nested structure of its nodes.
+  void reset_outputs(NodeTree outputs);
 
   /// A deep copy owned by `owner`: same exprs, nodes, names, ids and outputs (sub-graphs are reached
   /// through `owner`'s attributes, so they are copied with the module tree, not here).

@@ -395,4 +395,13 @@ inline void reset_outputs(Graph& g, NodeTree outputs) {
   detail::check_after_surgery(g);
 }
 
+// DESIGN.md's member spelling of the same operations.
+inline InsertScope Graph::insert_exprs(const Expr* after) { return graph::insert_exprs(*this, after); }
+inline void Graph::replace_node(const std::vector<std::pair<Node*, Node*>>& repl) { graph::replace_node(*this, repl); }
+inline TensorNode* Graph::add_input_node(const Shape& shape, DType dtype, std::string_view name) {
+  return graph::add_input_node(*this, shape, dtype, name);
+}
+inline void Graph::add_output_node(Node* node) { graph::add_output_node(*this, node); }
+inline void Graph::reset_outputs(NodeTree outputs) { graph::reset_outputs(*this, std::move(outputs)); }
+
 }  // namespace tracemod::graph
