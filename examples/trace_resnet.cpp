@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(traced.total_ids().second), traced.graph().graphs(true).size(),
               static_cast<double>(max_diff));
 
-  const tmod::TracedModule flat = traced.flatten();
+  tmod::TracedModule flat = traced.flatten();
   const tmod::Tensor flat_out = flat(x);
   const bool flat_equal = std::equal(a.begin(), a.end(), flat_out.values<float>().begin());
   std::printf("flattened: %zu exprs in one graph; equal to eager: %s\n", flat.graph().expr_list_().size(),

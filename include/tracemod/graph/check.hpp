@@ -15,7 +15,14 @@ namespace tracemod::graph {
 
 namespace detail {
 
-inline std::string expr_ref(const Expr& e) { return "%" + std::to_string(e.id()) + " (" + e.target() + ")"; }
+inline std::string expr_ref(const Expr& e) {
+  std::string s = "%";  // appended piecewise: g++ 12 misreports -Wrestrict on "literal" + std::string&&
+  s += std::to_string(e.id());
+  s += " (";
+  s += e.target();
+  s += ')';
+  return s;
+}
 
 inline void check_one(const Graph& g, std::unordered_set<std::int64_t>& expr_ids,
                       std::unordered_set<std::int64_t>& node_ids) {

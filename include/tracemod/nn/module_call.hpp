@@ -39,7 +39,9 @@ inline std::string describe_call_chain(const std::vector<const Module*>& chain) 
   if (chain.size() == 1) return std::string(root.type_name());
   std::string path;
   for (std::size_t i = 1; i < chain.size(); ++i) {
-    std::string step = "<" + std::string(chain[i]->type_name()) + ">";
+    std::string step = "<";  // appended piecewise: g++ 12 misreports -Wrestrict on "literal" + std::string&&
+    step += chain[i]->type_name();
+    step += '>';
     for (const auto& [name, m] : chain[i - 1]->named_modules())
       if (&m == chain[i] && !name.empty()) {
         step = name;
