@@ -1,4 +1,4 @@
-// expect: a braced pair \{h, w\} is a positional argument only for a \(height, width\) param
+// expect: a braced pair {h, w} is a positional argument only for a (height, width) param
 // F::avg_pool2d called with a braced pair where its ceil_mode flag goes.
 #include <tracemod/functional/pooling.hpp>
 
