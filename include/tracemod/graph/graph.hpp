@@ -280,6 +280,11 @@ class Graph {
   friend struct graph_access;
 
   Expr* insert(std::unique_ptr<Expr> e);
+  /// An expr of graph `g` with src's kind, target, op, arguments and constants, but no inputs or
+  /// outputs yet (clone and copy_expr fill those in).
+  static std::unique_ptr<Expr> copy_call_fields(const Expr& src, Graph* g);
+  /// A node of graph `g` with n's kind, shape, dtype, qparams or module type, and qualname.
+  static std::unique_ptr<Node> copy_node(const Node& n, Graph* g, std::string name);
   std::string auto_name(std::string_view base, const void* owner) { return ns_.create_unique_name(base, owner); }
 
   std::string name_;
@@ -786,34 +791,15 @@ inline NodeFilter Graph::nodes(bool recursive) const {
 inline std::unique_ptr<Graph> Graph::clone(Module* owner) const {
   auto g = std::make_unique<Graph>(name_, qualname_, owner);
   std::unordered_map<const Node*, Node*> map;
-  const auto copy_outputs = [&](const Expr& from, Expr& to) {
-    for (const auto& n : from.outputs_) {
-      std::unique_ptr<Node> c;
-      if (n->is_tensor()) {
-        const auto* t = static_cast<const TensorNode*>(n.get());
-        auto tn = std::make_unique<TensorNode>(g.get(), t->name(), t->shape(), t->dtype());
-        tn->set_qparams(t->qparams());
-        c = std::move(tn);
-      } else {
-        c = std::make_unique<ModuleNode>(g.get(), n->name(), static_cast<const ModuleNode*>(n.get())->module_type());
-      }
-      node_access::qualname(*c) = n->qualname();
-      node_access::set_id(*c, n->id());
-      map[n.get()] = to.add_output(std::move(c));
-    }
-  };
   const auto copy_expr = [&](const Expr& from) {
-    std::unique_ptr<Expr> e(new Expr(from.kind_, g.get()));
+    std::unique_ptr<Expr> e = copy_call_fields(from, g.get());
     e->id_ = from.id_;
-    e->op_ = from.op_;
-    e->target_ = from.target_;
-    e->args_ = from.args_;
-    e->kwargs_ = from.kwargs_;
-    e->signature_ = from.signature_;
-    e->const_tensor_ = from.const_tensor_;
-    e->const_module_ = from.const_module_;
     for (const Node* in : from.inputs_) e->add_input(map.at(in));
-    copy_outputs(from, *e);
+    for (const auto& n : from.outputs_) {
+      std::unique_ptr<Node> c = copy_node(*n, g.get(), n->name());
+      node_access::set_id(*c, n->id());
+      map[n.get()] = e->add_output(std::move(c));
+    }
     return e;
   };
   for (const auto& in : inputs_) g->inputs_.push_back(copy_expr(*in));
@@ -841,8 +827,8 @@ inline std::pair<std::int64_t, std::int64_t> reset_ids(Graph& root) {
   return {n, e};
 }
 
-inline Expr* Graph::copy_expr(const Expr& src, const std::function<Node*(const Node*)>& map, std::string_view prefix) {
-  std::unique_ptr<Expr> e(new Expr(src.kind_, this));
+inline std::unique_ptr<Expr> Graph::copy_call_fields(const Expr& src, Graph* g) {
+  std::unique_ptr<Expr> e(new Expr(src.kind_, g));
   e->op_ = src.op_;
   e->target_ = src.target_;
   e->args_ = src.args_;
@@ -851,20 +837,29 @@ inline Expr* Graph::copy_expr(const Expr& src, const std::function<Node*(const N
   e->const_tensor_ = src.const_tensor_;
   e->const_module_ = src.const_module_;
   e->params_ = src.params_;
+  return e;
+}
+
+inline std::unique_ptr<Node> Graph::copy_node(const Node& n, Graph* g, std::string name) {
+  std::unique_ptr<Node> c;
+  if (n.is_tensor()) {
+    const auto& t = static_cast<const TensorNode&>(n);
+    auto tn = std::make_unique<TensorNode>(g, std::move(name), t.shape(), t.dtype());
+    tn->set_qparams(t.qparams());
+    c = std::move(tn);
+  } else {
+    c = std::make_unique<ModuleNode>(g, std::move(name), static_cast<const ModuleNode&>(n).module_type());
+  }
+  c->qualname_ = n.qualname();
+  return c;
+}
+
+inline Expr* Graph::copy_expr(const Expr& src, const std::function<Node*(const Node*)>& map, std::string_view prefix) {
+  std::unique_ptr<Expr> e = copy_call_fields(src, this);
   for (const Node* in : src.inputs_) e->add_input(map(in));
   for (const auto& n : src.outputs_) {
-    std::unique_ptr<Node> c;
-    if (n->is_tensor()) {
-      const auto* t = static_cast<const TensorNode*>(n.get());
-      auto tn = std::make_unique<TensorNode>(this, "", t->shape(), t->dtype());
-      tn->set_qparams(t->qparams());
-      c = std::move(tn);
-    } else {
-      c = std::make_unique<ModuleNode>(this, "", static_cast<const ModuleNode*>(n.get())->module_type());
-    }
-    Node* out = e->add_output(std::move(c));
+    Node* out = e->add_output(copy_node(*n, this, ""));
     out->name_ = auto_name(std::string(prefix) + n->name(), out);
-    out->qualname_ = n->qualname();
   }
   return insert(std::move(e));
 }
