@@ -2,8 +2,8 @@
 #pragma once
 
 #include <tracemod/trace/apply.hpp>
-#include <tracemod/trace/graph.hpp>
-#include <tracemod/trace/module_call.hpp>
+#include <tracemod/trace/typed_graph.hpp>
+#include <tracemod/trace/module_trace.hpp>
 #include <tracemod/trace/query.hpp>
 #include <tracemod/trace/rewrite.hpp>
 #include <tracemod/trace/spec.hpp>

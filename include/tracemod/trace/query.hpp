@@ -2,7 +2,7 @@
 // order, op counts, static output shapes, the user-module sub-graphs.
 #pragma once
 
-#include <tracemod/trace/graph.hpp>
+#include <tracemod/trace/typed_graph.hpp>
 #include <tracemod/trace/node.hpp>
 
 #include <boost/hana/append.hpp>

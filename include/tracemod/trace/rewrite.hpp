@@ -11,7 +11,7 @@
 
 #include <tracemod/functional/elementwise.hpp>
 #include <tracemod/functional/tensor_methods.hpp>
-#include <tracemod/trace/graph.hpp>
+#include <tracemod/trace/typed_graph.hpp>
 #include <tracemod/trace/node.hpp>
 
 #include <tuple>

@@ -3,8 +3,8 @@
 #pragma once
 
 #include <tracemod/trace/context.hpp>
-#include <tracemod/trace/graph.hpp>
-#include <tracemod/trace/module_call.hpp>
+#include <tracemod/trace/typed_graph.hpp>
+#include <tracemod/trace/module_trace.hpp>
 #include <tracemod/trace/node.hpp>
 #include <tracemod/trace/spec.hpp>
 

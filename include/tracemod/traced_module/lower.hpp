@@ -18,7 +18,7 @@
 #include <tracemod/graph/recorder.hpp>
 #include <tracemod/graph/sym.hpp>
 #include <tracemod/nn/module.hpp>
-#include <tracemod/trace/graph.hpp>
+#include <tracemod/trace/typed_graph.hpp>
 #include <tracemod/trace/node.hpp>
 #include <tracemod/traced_module/trace_module.hpp>
 #include <tracemod/traced_module/traced_module.hpp>

@@ -8,7 +8,7 @@
 #include <tracemod/nn/reflection.hpp>
 #include <tracemod/trace/apply.hpp>
 #include <tracemod/trace/context.hpp>
-#include <tracemod/trace/graph.hpp>
+#include <tracemod/trace/typed_graph.hpp>
 #include <tracemod/trace/node.hpp>
 
 #include <optional>
