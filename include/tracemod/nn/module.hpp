@@ -15,13 +15,13 @@
 #include <tracemod/core/tensor.hpp>
 #include <tracemod/nn/attr_ref.hpp>
 #include <tracemod/nn/member_kind.hpp>
+#include <tracemod/nn/module_box.hpp>
 #include <tracemod/nn/parameter.hpp>
 #include <tracemod/nn/state_dict.hpp>
 
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -31,7 +31,6 @@
 #include <string_view>
 #include <type_traits>
 #include <typeinfo>
-#include <unordered_set>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -45,47 +44,6 @@ class Module;
 /// with a clear module_error instead of exhausting the stack. PyTorch's default recursion limit
 /// gives about the same bound; real networks nest a few levels deep.
 inline constexpr std::size_t max_module_depth = 1000;
-
-namespace detail {
-
-/// One direct member of a module instance, as the run-time API walks it.
-struct member_slot {
-  std::string name;
-  member_kind kind;
-  Module* module = nullptr;  // kind == module
-  Tensor* tensor = nullptr;  // kind == parameter or buffer
-  bool reflected = true;
-};
-
-/// Owns a child added with setattr. Copying copies the child's module tree (as copying a module does).
-class module_box {
- public:
-  explicit module_box(std::unique_ptr<Module> m) : ptr_(std::move(m)) {}
-  module_box(const module_box& other);
-  module_box& operator=(const module_box& other);
-  module_box(module_box&&) noexcept = default;
-  module_box& operator=(module_box&&) noexcept = default;
-  ~module_box();
-
-  [[nodiscard]] Module& get() const noexcept { return *ptr_; }
-
- private:
-  friend struct module_access;
-  std::unique_ptr<Module> ptr_;
-};
-
-struct dynamic_attr {
-  std::string name;
-  std::variant<Parameter, Buffer, module_box> value;
-};
-
-struct module_access;
-
-[[nodiscard]] inline std::string join_path(std::string_view prefix, std::string_view name) {
-  return prefix.empty() ? std::string(name) : std::string(prefix) + "." + std::string(name);
-}
-
-}  // namespace detail
 
 class Module {
  public:
@@ -502,6 +460,7 @@ struct module_access {
   }
 };
 
+inline module_box::module_box(std::unique_ptr<Module> m) : ptr_(std::move(m)) {}
 inline module_box::module_box(const module_box& other) : ptr_(module_access::copy(*other.ptr_)) {}
 inline module_box& module_box::operator=(const module_box& other) {
   if (this != &other) ptr_ = module_access::copy(*other.ptr_);
@@ -520,132 +479,6 @@ inline module_box::~module_box() {
 
 }  // namespace detail
 
-inline IncompatibleKeys Module::load_state_dict(const StateDict& dict, bool strict) {
-  IncompatibleKeys report;
-  std::string mismatches;
-  std::vector<std::pair<Tensor*, const Tensor*>> copies;
-  std::unordered_set<std::string> own_keys;
-  for (auto& [name, t] : named_tensors()) {
-    own_keys.insert(name);
-    if (!dict.contains(name)) {
-      report.missing_keys.push_back(name);
-      continue;
-    }
-    const Tensor& source = dict.at(name);
-    if (!source.defined() || source.shape() != t.shape() || source.dtype() != t.dtype()) {
-      report.mismatched_keys.push_back(name);
-      const auto what = [](const Tensor& x) {
-        return x.defined() ? x.shape().to_string() + " " + std::string(dtype_name(x.dtype()))
-                           : std::string("undefined");
-      };
-      mismatches += (mismatches.empty() ? "" : ", ") + ("'" + name + "' is " + what(t) + " in the module but " +
-                                                        what(source) + " in the state dict");
-      continue;
-    }
-    copies.emplace_back(&t, &source);
-  }
-  for (const auto& [key, value] : dict)
-    if (!own_keys.contains(key)) report.unexpected_keys.push_back(key);
-
-  if (strict && !report.empty()) {
-    const auto quoted = [](const std::vector<std::string>& keys) {
-      std::string s;
-      for (const auto& k : keys) s += (s.empty() ? "'" : ", '") + k + "'";
-      return s;
-    };
-    std::string message = "load_state_dict: errors in loading the state dict of " + std::string(type_name()) + ":";
-    if (!report.missing_keys.empty()) message += " missing keys: " + quoted(report.missing_keys) + ";";
-    if (!report.unexpected_keys.empty()) message += " unexpected keys: " + quoted(report.unexpected_keys) + ";";
-    if (!mismatches.empty()) message += " shape/dtype mismatch: " + mismatches + ";";
-    message.pop_back();
-    throw module_error(message);
-  }
-  for (const auto& [target, source] : copies) {
-    Tensor destination = *target;  // a handle: writes reach the module's buffer
-    // memmove: the source may be this very tensor (loading a module's own state_dict).
-    if (destination.dtype() == DType::float32)
-      std::memmove(destination.data<float>(), source->data<float>(), destination.nbytes());
-    else
-      std::memmove(destination.data<std::int32_t>(), source->data<std::int32_t>(), destination.nbytes());
-  }
-  return report;
-}
-
-inline void Module::delattr(std::string_view path) {
-  std::string_view leaf;
-  Module& parent = parent_or_throw(path, leaf, "delattr");
-  const auto it =
-      std::find_if(parent.dynamic_.begin(), parent.dynamic_.end(), [&](const auto& d) { return d.name == leaf; });
-  if (it != parent.dynamic_.end()) {
-    parent.dynamic_.erase(it);
-    return;
-  }
-  const std::string prefix = "delattr('" + std::string(path) + "'): ";
-  for (const auto& s : parent.own_members())
-    if (s.name == leaf)
-      throw module_error(prefix + "'" + std::string(leaf) + "' is a reflected member of " +
-                         std::string(parent.type_name()) +
-                         " (listed in TM_MODULE); only attributes added with setattr can be deleted");
-  throw module_error(prefix + std::string(parent.type_name()) + " has no attribute '" + std::string(leaf) + "'");
-}
-
-inline Module& Module::check_set_module(std::string_view path, const Module& module, std::string_view& leaf) {
-  Module& parent = parent_or_throw(path, leaf, "setattr");
-  const std::string prefix = "setattr('" + std::string(path) + "'): ";
-  const auto depth = static_cast<std::size_t>(std::count(path.begin(), path.end(), '.')) + 1;
-  if (const std::size_t height = module.height(); depth + height > max_module_depth)
-    throw module_error(prefix + "the " + std::string(module.type_name()) + " module, " + std::to_string(height) +
-                       " levels deep, would nest below depth " + std::to_string(depth) + ", beyond max_module_depth (" +
-                       std::to_string(max_module_depth) + ")");
-  for (const auto& s : parent.own_members()) {
-    if (s.name != leaf || !s.reflected) continue;
-    if (s.kind != member_kind::module)
-      throw module_error(prefix + "the reflected member is a " + std::string(to_string(s.kind)) +
-                         "; it cannot hold a " + std::string(module.type_name()) + " module");
-    const Module& current = *s.module;
-    if (typeid(current) != typeid(module))
-      throw module_error(prefix + "the reflected member is a " + std::string(s.module->type_name()) +
-                         " and its C++ type is fixed; it cannot hold a " + std::string(module.type_name()));
-    return parent;
-  }
-  (void)parent.dynamic_slot(leaf, path, "setattr");  // checks the name of a new attribute
-  return parent;
-}
-
-inline void Module::set_module(std::string_view path, std::unique_ptr<Module> module) {
-  std::string_view leaf;
-  Module& parent = check_set_module(path, *module, leaf);
-  for (const auto& s : parent.own_members()) {
-    if (s.name != leaf || !s.reflected) continue;
-    s.module->tracemod_assign_(std::move(*module));
-    return;
-  }
-  if (detail::dynamic_attr* d = parent.dynamic_slot(leaf, path, "setattr"))
-    d->value = detail::module_box(std::move(module));
-  else
-    parent.dynamic_.push_back({std::string(leaf), detail::module_box(std::move(module))});
-}
-
-inline void Module::set_tensor(std::string_view path, member_kind kind, const Tensor& value) {
-  std::string_view leaf;
-  Module& parent = parent_or_throw(path, leaf, "setattr");
-  for (const auto& s : parent.own_members()) {
-    if (s.name != leaf || !s.reflected) continue;
-    if (s.kind != member_kind::parameter && s.kind != member_kind::buffer)
-      throw module_error("setattr('" + std::string(path) + "'): the reflected member is " +
-                         (s.kind == member_kind::module ? "a " + std::string(s.module->type_name()) + " module"
-                                                        : std::string("declared tmod::none_t")) +
-                         "; it cannot hold a tensor");
-    *s.tensor = value;  // a reflected member keeps its kind
-    return;
-  }
-  auto tensor = kind == member_kind::parameter ? decltype(detail::dynamic_attr::value)(Parameter(value))
-                                               : decltype(detail::dynamic_attr::value)(Buffer(value));
-  if (detail::dynamic_attr* d = parent.dynamic_slot(leaf, path, "setattr"))
-    d->value = std::move(tensor);
-  else
-    parent.dynamic_.push_back({std::string(leaf), std::move(tensor)});
-}
 
 inline std::unique_ptr<Module> Module::clone() const {
   detail::module_access::check_depth(*this);  // the copy recurses once per level
@@ -691,3 +524,7 @@ inline void Module::repr_tree(std::string& out, std::size_t indent) const {
 }
 
 }  // namespace tracemod
+
+// Out-of-line members, each in the header of its concern.
+#include <tracemod/nn/module_load_state.hpp>
+#include <tracemod/nn/module_setattr.hpp>

@@ -1,0 +1,67 @@
+// Module::load_state_dict: copies a state dict into a module's own tensors, all or nothing.
+#pragma once
+
+#include <tracemod/nn/module.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace tracemod {
+
+
+inline IncompatibleKeys Module::load_state_dict(const StateDict& dict, bool strict) {
+  IncompatibleKeys report;
+  std::string mismatches;
+  std::vector<std::pair<Tensor*, const Tensor*>> copies;
+  std::unordered_set<std::string> own_keys;
+  for (auto& [name, t] : named_tensors()) {
+    own_keys.insert(name);
+    if (!dict.contains(name)) {
+      report.missing_keys.push_back(name);
+      continue;
+    }
+    const Tensor& source = dict.at(name);
+    if (!source.defined() || source.shape() != t.shape() || source.dtype() != t.dtype()) {
+      report.mismatched_keys.push_back(name);
+      const auto what = [](const Tensor& x) {
+        return x.defined() ? x.shape().to_string() + " " + std::string(dtype_name(x.dtype()))
+                           : std::string("undefined");
+      };
+      mismatches += (mismatches.empty() ? "" : ", ") + ("'" + name + "' is " + what(t) + " in the module but " +
+                                                        what(source) + " in the state dict");
+      continue;
+    }
+    copies.emplace_back(&t, &source);
+  }
+  for (const auto& [key, value] : dict)
+    if (!own_keys.contains(key)) report.unexpected_keys.push_back(key);
+
+  if (strict && !report.empty()) {
+    const auto quoted = [](const std::vector<std::string>& keys) {
+      std::string s;
+      for (const auto& k : keys) s += (s.empty() ? "'" : ", '") + k + "'";
+      return s;
+    };
+    std::string message = "load_state_dict: errors in loading the state dict of " + std::string(type_name()) + ":";
+    if (!report.missing_keys.empty()) message += " missing keys: " + quoted(report.missing_keys) + ";";
+    if (!report.unexpected_keys.empty()) message += " unexpected keys: " + quoted(report.unexpected_keys) + ";";
+    if (!mismatches.empty()) message += " shape/dtype mismatch: " + mismatches + ";";
+    message.pop_back();
+    throw module_error(message);
+  }
+  for (const auto& [target, source] : copies) {
+    Tensor destination = *target;  // a handle: writes reach the module's buffer
+    // memmove: the source may be this very tensor (loading a module's own state_dict).
+    if (destination.dtype() == DType::float32)
+      std::memmove(destination.data<float>(), source->data<float>(), destination.nbytes());
+    else
+      std::memmove(destination.data<std::int32_t>(), source->data<std::int32_t>(), destination.nbytes());
+  }
+  return report;
+}
+
+}  // namespace tracemod
