@@ -205,7 +205,12 @@ template <class Op, class P, class... A>
   requires(detail::involves_sym<A> || ...)
 Sym tracemod_apply(Op, const P& params, const A&... args) {
   Recorder& r = Recorder::current(Op::target);
-  return Sym(detail::record_op_call<Op>(r, params, {detail::to_arg(r, args)...}));
+  // Built element by element: g++ 12 misreads the destruction of an initializer_list of variants
+  // as a read of uninitialized memory (-Wmaybe-uninitialized).
+  std::vector<CallArg> operands;
+  operands.reserve(sizeof...(A));
+  (operands.push_back(detail::to_arg(r, args)), ...);
+  return Sym(detail::record_op_call<Op>(r, params, operands));
 }
 
 namespace detail {
