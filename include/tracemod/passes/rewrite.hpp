@@ -86,10 +86,10 @@ class Builder {
   /// The same call as `e` (an op call) with other operands.
   graph::Node* recall(const graph::Expr& e, const std::vector<graph::CallArg>& operands) {
     std::vector<Value> params;
-    for (const auto& [name, arg] : e.named_args())
+    for (const auto& named : e.named_args())
       if (std::none_of(e.op()->operands.begin(), e.op()->operands.end(),
-                       [&](const functional::operand& o) { return o.name == name; }))
-        params.push_back(std::get<Value>(arg));
+                       [&](const functional::operand& o) { return o.name == named.first; }))
+        params.push_back(std::get<Value>(named.second));
     return call(*e.op(), operands, params);
   }
   graph::ModuleNode* get_attr_module(graph::Node* base, std::string path, std::string module_type,
