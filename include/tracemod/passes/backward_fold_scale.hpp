@@ -251,8 +251,11 @@ inline bool backward_fold_scale(graph::Graph& g) {
       Builder b(g, *e);
       for (std::size_t i = 0; i < e->op()->operands.size(); ++i) {
         graph::CallArg a = args[i];
-        if (const auto* n = std::get_if<graph::Node*>(&a); n != nullptr && constant_tensor(*n) != nullptr)
-          a = detail::scaled_constant(b, *n, s);
+        if (const auto* n = std::get_if<graph::Node*>(&a); n != nullptr && constant_tensor(*n) != nullptr) {
+          graph::Node* scaled = detail::scaled_constant(b, *n, s);
+          if ((*n)->users().size() == 1) renames.emplace_back(scaled, (*n)->name());  // the old one dies
+          a = scaled;
+        }
         else if (const auto* v = std::get_if<Value>(&a); v != nullptr && v->is_number())
           a = Value(v->number() * s);
         else if (const auto* l = std::get_if<std::vector<graph::Node*>>(&a)) {

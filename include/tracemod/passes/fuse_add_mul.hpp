@@ -74,12 +74,7 @@ inline graph::Expr* fuse_add_mul(graph::Graph& g, graph::Expr& e) {
     const auto& op = is_add ? functional::entry_of<functional::method_add_fn>() : functional::entry_of<functional::method_mul_fn>();
     folded = b.call(op, {x, constant});
   }
-  if (static_cast<const graph::TensorNode*>(folded)->shape() != out->shape()) {
-    g.compile();  // drops the unused new op
-    return nullptr;
-  }
-  replace_and_compile(g, e.output(), folded);
-  return folded->expr();
+  return replace_if_same_shape(g, e.output(), folded);
 }
 
 inline Pass fuse_add_mul_pass() {

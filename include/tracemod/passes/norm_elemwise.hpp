@@ -75,14 +75,7 @@ inline graph::Expr* norm_elemwise(graph::Graph& g, graph::Expr& e) {
       default: return nullptr;
     }
   }
-  const auto* before = static_cast<const graph::TensorNode*>(e.output());
-  const auto* after = static_cast<const graph::TensorNode*>(out);
-  if (after->shape() != before->shape()) {  // x += y keeps x's shape; never change a node's shape
-    g.compile();
-    return nullptr;
-  }
-  replace_and_compile(g, e.output(), out);
-  return out->expr();
+  return replace_if_same_shape(g, e.output(), out);  // x += y keeps x's shape
 }
 
 inline Pass norm_elemwise_pass() {

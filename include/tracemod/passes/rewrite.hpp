@@ -119,6 +119,18 @@ inline void replace_and_compile(graph::Graph& g, graph::Node* from, graph::Node*
   if (!keep_name && to->name() != name && !g.names().taken(name)) to->set_name(name);
 }
 
+/// replace_and_compile when `to` has `from`'s shape (a rewrite never changes a node's shape: its
+/// users were recorded with it) and returns `to`'s expr; otherwise deletes the unused new exprs and
+/// returns null.
+inline graph::Expr* replace_if_same_shape(graph::Graph& g, graph::Node* from, graph::Node* to) {
+  if (static_cast<const graph::TensorNode*>(to)->shape() != static_cast<const graph::TensorNode*>(from)->shape()) {
+    g.compile();
+    return nullptr;
+  }
+  replace_and_compile(g, from, to);
+  return to->expr();
+}
+
 /// The module a module call calls (null if it cannot be resolved).
 inline Module* callee_of(const graph::Expr& call) {
   if (!call.is_module_call()) return nullptr;
