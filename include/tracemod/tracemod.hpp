@@ -7,5 +7,6 @@
 #include <tracemod/io/npy.hpp>
 #include <tracemod/io/serialize.hpp>
 #include <tracemod/nn.hpp>
+#include <tracemod/passes.hpp>
 #include <tracemod/trace.hpp>
 #include <tracemod/traced_module.hpp>

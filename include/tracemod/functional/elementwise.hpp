@@ -13,6 +13,36 @@ namespace tracemod::functional {
 
 namespace detail {
 
+/// Facts about an elementwise kernel that ops built on it inherit.
+template <class KernelOp>
+inline constexpr arith_kind arith_of = arith_kind::none;
+template <>
+inline constexpr arith_kind arith_of<kernels::add_op> = arith_kind::add;
+template <>
+inline constexpr arith_kind arith_of<kernels::sub_op> = arith_kind::sub;
+template <>
+inline constexpr arith_kind arith_of<kernels::mul_op> = arith_kind::mul;
+template <>
+inline constexpr arith_kind arith_of<kernels::div_op> = arith_kind::div;
+template <>
+inline constexpr arith_kind arith_of<kernels::neg_op> = arith_kind::neg;
+
+// k*x + k*y = k*(x + y), -(k*x) = k*(-x); relu, max and min commute with k > 0 only.
+template <class KernelOp>
+inline constexpr scale_rule scaling_of_kernel = scale_rule::none;
+template <>
+inline constexpr scale_rule scaling_of_kernel<kernels::add_op> = scale_rule::linear;
+template <>
+inline constexpr scale_rule scaling_of_kernel<kernels::sub_op> = scale_rule::linear;
+template <>
+inline constexpr scale_rule scaling_of_kernel<kernels::neg_op> = scale_rule::linear;
+template <>
+inline constexpr scale_rule scaling_of_kernel<kernels::relu_op> = scale_rule::positive;
+template <>
+inline constexpr scale_rule scaling_of_kernel<kernels::maximum_op> = scale_rule::positive;
+template <>
+inline constexpr scale_rule scaling_of_kernel<kernels::minimum_op> = scale_rule::positive;
+
 /// Shape of a binary operand: a scalar broadcasts like a rank-0 tensor.
 template <class A>
 Shape operand_shape(const A& a) {
@@ -49,6 +79,8 @@ Tensor eager_binary(const A& a, const B& b) {
 template <class Derived, class KernelOp>
 struct unary_op : op_base<Derived> {
   using kernel_op = KernelOp;
+  static constexpr arith_kind arith = detail::arith_of<KernelOp>;
+  static constexpr scale_rule scaling = detail::scaling_of_kernel<KernelOp>;
   using params = no_params;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   static constexpr std::tuple<> fields{};
@@ -67,6 +99,8 @@ struct unary_op : op_base<Derived> {
 template <class Derived, class KernelOp>
 struct binary_op : op_base<Derived> {
   using kernel_op = KernelOp;
+  static constexpr arith_kind arith = detail::arith_of<KernelOp>;
+  static constexpr scale_rule scaling = detail::scaling_of_kernel<KernelOp>;
   using params = no_params;
   static constexpr std::array operands{operand{"x", operand_kind::tensor_or_scalar},
                                        operand{"y", operand_kind::tensor_or_scalar}};

@@ -21,6 +21,7 @@ struct batch_norm_params {
 struct batch_norm_fn : op_base<batch_norm_fn> {
   static constexpr std::string_view name = "batch_norm";
   static constexpr std::string_view target = "nn.batch_norm";
+  static constexpr bool foldable = false;  // training mode updates the running statistics in place
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{
       operand{"inp", operand_kind::tensor}, operand{"running_mean", operand_kind::optional_tensor},

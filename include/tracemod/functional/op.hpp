@@ -72,6 +72,16 @@ constexpr field<P, T> keyword(std::string_view name, T P::*member) {
   return {name, member, true, false};
 }
 
+/// How an op commutes with scaling its tensor operands by a number k (the fact BackwardFoldScale
+/// uses): `linear` ops satisfy f(k*x, k*y) = k*f(x, y) for every k (add, reshape, average pooling),
+/// `positive` ones only for k > 0 (relu, max pooling); scalar and constant operands scale with them.
+/// An op declares `static constexpr scale_rule scaling = ...;`; ops that do not are `none`.
+enum class scale_rule : std::uint8_t { none, linear, positive };
+
+/// Which arithmetic an elementwise op is (the fact NormElemWise and FuseAddMul use); an op declares
+/// it through its kernel (elementwise.hpp). `reflected` methods (__rsub__) compute other OP self.
+enum class arith_kind : std::uint8_t { none, add, sub, mul, div, neg };
+
 /// The params of an op that has no non-tensor arguments.
 struct no_params {
   friend constexpr bool operator==(no_params, no_params) noexcept { return true; }
@@ -86,6 +96,25 @@ concept op_definition = requires {
   Op::fields;
   typename Op::params;
 };
+
+/// The op's scale_rule (none unless it declares one).
+template <class Op>
+consteval scale_rule scaling_of() {
+  if constexpr (requires { Op::scaling; })
+    return Op::scaling;
+  else
+    return scale_rule::none;
+}
+
+/// Whether constant folding may evaluate the op ahead of time: true unless the op declares
+/// `static constexpr bool foldable = false;` (it has an effect besides its result).
+template <class Op>
+consteval bool foldable_of() {
+  if constexpr (requires { Op::foldable; })
+    return Op::foldable;
+  else
+    return true;
+}
 
 /// Calls f(name, value, keyword_only) for each non-tensor argument of `p`, in canonical order.
 template <class Op, class F>

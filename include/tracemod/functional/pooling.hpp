@@ -47,6 +47,7 @@ struct max_pool2d_params {
 struct max_pool2d_fn : op_base<max_pool2d_fn> {
   static constexpr std::string_view name = "max_pool2d";
   static constexpr std::string_view target = "nn.max_pool2d";
+  static constexpr scale_rule scaling = scale_rule::positive;  // max(k*a, k*b) = k*max(a, b) for k > 0
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = max_pool2d_params;
@@ -89,6 +90,7 @@ struct avg_pool2d_params {
 struct avg_pool2d_fn : op_base<avg_pool2d_fn> {
   static constexpr std::string_view name = "avg_pool2d";
   static constexpr std::string_view target = "nn.avg_pool2d";
+  static constexpr scale_rule scaling = scale_rule::linear;  // a mean of k*x is k times the mean (zero padding stays zero)
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = avg_pool2d_params;
@@ -127,6 +129,7 @@ struct adaptive_avg_pool2d_params {
 struct adaptive_avg_pool2d_fn : op_base<adaptive_avg_pool2d_fn> {
   static constexpr std::string_view name = "adaptive_avg_pool2d";
   static constexpr std::string_view target = "nn.adaptive_avg_pool2d";
+  static constexpr scale_rule scaling = scale_rule::linear;  // a mean of k*x is k times the mean
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = adaptive_avg_pool2d_params;

@@ -59,6 +59,10 @@ struct op_entry {
   std::vector<operand> operands;
   std::vector<param_spec> params;  ///< canonical order: positional, then keyword-only
   bool elementwise = false;        ///< one output element per input element (fusable)
+  arith_kind arith = arith_kind::none;     ///< add/sub/mul/div/neg, from the op's kernel
+  bool reflected = false;                  ///< a reflected method: other OP self (__rsub__)
+  scale_rule scaling = scale_rule::none;   ///< how the op commutes with scaling (op.hpp)
+  bool foldable = false;                   ///< constant folding may run it ahead of time (pure)
   /// Builds the params object from values in canonical order; throws value_error naming the op.
   std::function<erased_params(std::span<const Value>)> make_params;
   /// Runs the eager kernel.
@@ -150,6 +154,10 @@ op_entry make_entry() {
     e.params.push_back(param_spec{std::string(name), keyword_only, to_value(value)});
   });
   e.elementwise = requires { typename Op::kernel_op; };
+  if constexpr (requires { Op::arith; }) e.arith = Op::arith;
+  if constexpr (requires { Op::reflected; }) e.reflected = Op::reflected;
+  e.scaling = scaling_of<Op>();
+  e.foldable = foldable_of<Op>();
   e.make_params = [](std::span<const Value> values) -> erased_params {
     constexpr std::size_t n = param_count_v<Op>;
     if (values.size() != n)

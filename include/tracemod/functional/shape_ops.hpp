@@ -21,6 +21,7 @@ struct flatten_params {
 struct flatten_fn : op_base<flatten_fn> {
   static constexpr std::string_view name = "flatten";
   static constexpr std::string_view target = "tensor.flatten";
+  static constexpr scale_rule scaling = scale_rule::linear;  // moves elements, never changes them
   static constexpr bool any_dtype = true;  // a view moves no data, so any dtype passes through
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
@@ -59,6 +60,7 @@ struct reshape_params {
 struct reshape_fn : op_base<reshape_fn> {
   static constexpr std::string_view name = "reshape";
   static constexpr std::string_view target = "tensor.reshape";
+  static constexpr scale_rule scaling = scale_rule::linear;  // moves elements, never changes them
   static constexpr bool any_dtype = true;  // a view moves no data, so any dtype passes through
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
@@ -111,6 +113,7 @@ struct transpose_params {
 struct transpose_fn : op_base<transpose_fn> {
   static constexpr std::string_view name = "transpose";
   static constexpr std::string_view target = "tensor.transpose";
+  static constexpr scale_rule scaling = scale_rule::linear;  // moves elements, never changes them
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = transpose_params;
@@ -150,6 +153,7 @@ struct concat_params {
 struct concat_fn : op_base<concat_fn> {
   static constexpr std::string_view name = "concat";
   static constexpr std::string_view target = "tensor.concat";
+  static constexpr scale_rule scaling = scale_rule::linear;  // moves elements, never changes them
   static constexpr call_kind kind = call_kind::function;
   static constexpr std::array operands{operand{"inps", operand_kind::tensor_list}};
   using params = concat_params;

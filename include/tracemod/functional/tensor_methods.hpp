@@ -11,6 +11,8 @@ namespace tracemod::functional {
 template <class Derived, class KernelOp, bool Reflected>
 struct tensor_binary_method : op_base<Derived> {
   using kernel_op = KernelOp;
+  static constexpr arith_kind arith = detail::arith_of<KernelOp>;
+  static constexpr scale_rule scaling = detail::scaling_of_kernel<KernelOp>;
   using params = no_params;
   static constexpr bool reflected = Reflected;
   static constexpr std::array operands{operand{"self", operand_kind::tensor},
@@ -55,6 +57,8 @@ TRACEMOD_DEFINE_TENSOR_METHOD(method_rtruediv, "__rtruediv__", div_op, true)
 template <class Derived, class KernelOp>
 struct tensor_inplace_method : op_base<Derived> {
   using kernel_op = KernelOp;
+  static constexpr arith_kind arith = detail::arith_of<KernelOp>;
+  static constexpr scale_rule scaling = detail::scaling_of_kernel<KernelOp>;
   using params = no_params;
   static constexpr std::array operands{operand{"self", operand_kind::tensor},
                                        operand{"other", operand_kind::tensor_or_scalar}};

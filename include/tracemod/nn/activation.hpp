@@ -11,6 +11,8 @@ class ReLU : public Module {
  public:
   ReLU() = default;
   TM_BUILTIN_MODULE(ReLU)
+  /// How a call commutes with scaling its input (functional/op.hpp): like F::relu.
+  static constexpr functional::scale_rule scaling = functional::scale_rule::positive;
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::relu(x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }

@@ -39,6 +39,8 @@ struct builtin_entry {
   /// A module of this type built from a config. Tensors may be left at any size: the caller replaces
   /// every tensor with the saved one. Throws value_error on a config that does not fit.
   std::function<std::unique_ptr<Module>(const Value&)> make;
+  /// How a call commutes with scaling its input, from the module's `scaling` (none if it has none).
+  functional::scale_rule scaling = functional::scale_rule::none;
 };
 
 class builtin_registry {
@@ -152,6 +154,7 @@ builtin_entry entry(std::string name, Value (*config)(const M&), std::unique_ptr
     return config(*typed);
   };
   e.make = make;
+  if constexpr (requires { M::scaling; }) e.scaling = M::scaling;
   return e;
 }
 

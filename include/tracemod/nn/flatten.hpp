@@ -16,6 +16,8 @@ class Flatten : public Module {
   explicit Flatten(std::int64_t start_axis = 1, std::int64_t end_axis = -1) : params{start_axis, end_axis} {}
 
   TM_BUILTIN_MODULE(Flatten)
+  /// How a call commutes with scaling its input (functional/op.hpp): like F::flatten.
+  static constexpr functional::scale_rule scaling = functional::scale_rule::linear;
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::flatten(x, params); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return functional::flatten_fn::infer_shape(params, x); }

@@ -1,6 +1,7 @@
 // Identity: returns its input (a placeholder that keeps a module slot, e.g. after fusing a bn away).
 #pragma once
 
+#include <tracemod/functional/op.hpp>
 #include <tracemod/nn/reflection.hpp>
 
 namespace tracemod::nn {
@@ -9,6 +10,8 @@ class Identity : public Module {
  public:
   Identity() = default;
   TM_BUILTIN_MODULE(Identity)
+  /// How a call commutes with scaling its input (functional/op.hpp): returns its input.
+  static constexpr functional::scale_rule scaling = functional::scale_rule::linear;
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return x; }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }

@@ -26,6 +26,8 @@ class MaxPool2d : public Module {
       : params{kernel_size, o.stride, o.padding, o.dilation, o.ceil_mode} {}
 
   TM_BUILTIN_MODULE(MaxPool2d)
+  /// How a call commutes with scaling its input (functional/op.hpp): like F::max_pool2d.
+  static constexpr functional::scale_rule scaling = functional::scale_rule::positive;
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::max_pool2d_fn::apply(params, x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return functional::max_pool2d_fn::infer_shape(params, x); }
@@ -50,6 +52,8 @@ class AvgPool2d : public Module {
       : params{kernel_size, o.stride, o.padding, o.ceil_mode, o.count_include_pad} {}
 
   TM_BUILTIN_MODULE(AvgPool2d)
+  /// How a call commutes with scaling its input (functional/op.hpp): like F::avg_pool2d.
+  static constexpr functional::scale_rule scaling = functional::scale_rule::linear;
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::avg_pool2d_fn::apply(params, x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return functional::avg_pool2d_fn::infer_shape(params, x); }
@@ -66,6 +70,8 @@ class AdaptiveAvgPool2d : public Module {
   explicit AdaptiveAvgPool2d(functional::pair2 size) : output_size(size) {}
 
   TM_BUILTIN_MODULE(AdaptiveAvgPool2d)
+  /// How a call commutes with scaling its input (functional/op.hpp): like F::adaptive_avg_pool2d.
+  static constexpr functional::scale_rule scaling = functional::scale_rule::linear;
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::adaptive_avg_pool2d(x, output_size); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const {

@@ -1,0 +1,85 @@
+// The pass registry: every pass optimize() can run, by name, in registration order (the order
+// optimize() runs them in). The builtin passes come first, in MegEngine's order; register_pass adds
+// more after them.
+#pragma once
+
+#include <tracemod/core/error.hpp>
+#include <tracemod/passes/attr_to_constant.hpp>
+#include <tracemod/passes/backward_fold_scale.hpp>
+#include <tracemod/passes/fold_constant.hpp>
+#include <tracemod/passes/fuse_add_mul.hpp>
+#include <tracemod/passes/fuse_conv_bn.hpp>
+#include <tracemod/passes/norm_elemwise.hpp>
+#include <tracemod/passes/pass.hpp>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tracemod {
+
+class pass_registry {
+ public:
+  static pass_registry& instance() {
+    static pass_registry* r = new pass_registry;  // never destroyed, like the op registry
+    return *r;
+  }
+
+  /// Adds a pass; throws value_error if the name is taken, the pass has no run function, or its
+  /// iteration cap is not positive.
+  void add(Pass p) {
+    if (p.name.empty()) throw value_error("register_pass: a pass needs a name");
+    if (!p.run) throw value_error("register_pass('" + p.name + "'): the pass has no run function");
+    if (p.max_iterations < 1)
+      throw value_error("register_pass('" + p.name + "'): max_iterations " + std::to_string(p.max_iterations) +
+                        " must be positive");
+    const std::lock_guard lock(mutex_);
+    for (const auto& x : passes_)
+      if (x->name == p.name) throw value_error("register_pass: a pass named '" + p.name + "' is already registered");
+    passes_.push_back(std::make_shared<const Pass>(std::move(p)));
+  }
+  /// The pass of that name, or null.
+  [[nodiscard]] std::shared_ptr<const Pass> find(std::string_view name) const {
+    const std::lock_guard lock(mutex_);
+    for (const auto& x : passes_)
+      if (x->name == name) return x;
+    return nullptr;
+  }
+  /// The pass of that name; throws value_error listing the registered names.
+  [[nodiscard]] std::shared_ptr<const Pass> at(std::string_view name) const {
+    if (auto p = find(name)) return p;
+    throw value_error("unknown pass '" + std::string(name) + "' (known: " + known() + ")");
+  }
+  /// Registered names in registration order.
+  [[nodiscard]] std::vector<std::string> names() const {
+    const std::lock_guard lock(mutex_);
+    std::vector<std::string> v;
+    for (const auto& x : passes_) v.push_back(x->name);
+    return v;
+  }
+  [[nodiscard]] std::string known() const {
+    std::string s;
+    for (const std::string& n : names()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }
+
+ private:
+  pass_registry() {
+    std::vector<Pass> builtin{passes::attr_to_constant_pass(), passes::fold_constant_pass(),
+                              passes::norm_elemwise_pass(),    passes::fuse_conv_bn_pass(),
+                              passes::fuse_add_mul_pass(),     passes::backward_fold_scale_pass()};
+    for (Pass& p : builtin) passes_.push_back(std::make_shared<const Pass>(std::move(p)));
+  }
+
+  mutable std::mutex mutex_;
+  std::vector<std::shared_ptr<const Pass>> passes_;
+};
+
+/// Registers a pass under p.name for optimize(); see Pass (passes/pass.hpp).
+inline void register_pass(Pass p) { pass_registry::instance().add(std::move(p)); }
+/// The registered pass names, in the order optimize() runs them.
+[[nodiscard]] inline std::vector<std::string> registered_passes() { return pass_registry::instance().names(); }
+
+}  // namespace tracemod

@@ -1,0 +1,352 @@
+// FuseConvBn, FuseAddMul and BackwardFoldScale on MegEngine's documented examples (exact structure)
+// and on nested modules and ResNet-18; every optimized module computes what the original computes.
+#include "passes_test.hpp"
+
+#include <models/resnet.hpp>
+
+namespace {
+
+using namespace passes_test;
+
+void randomize(M::BatchNorm2d& bn, std::uint64_t seed) {
+  const std::int64_t c = bn.num_features;
+  bn.running_mean = tmod::randn({c}, seed);
+  bn.running_var = tmod::uniform({c}, 0.5f, 2.f, seed + 1);
+  bn.weight = tmod::uniform({c}, 0.5f, 1.5f, seed + 2);
+  bn.bias = tmod::randn({c}, seed + 3);
+}
+
+/// relu(bn(conv(x))) with module conv and bn.
+template <bool Bias, int Groups>
+struct ConvBnNet : tmod::Module {
+  M::Conv2d conv{4, 6, 3, {.padding = 1, .groups = Groups, .bias = Bias}};
+  M::BatchNorm2d bn{6};
+  TM_MODULE(ConvBnNet, conv, bn)
+  auto forward(const auto& x) const {
+    auto c = conv(x);
+    auto n = bn(c);
+    return F::relu(n);
+  }
+};
+
+/// F::conv2d + F::batch_norm with constant statistics: grouped with bias and 5 statistics, then
+/// 1x1 without bias and 2 statistics.
+struct FunctionalConvBn : tmod::Module {
+  tmod::Parameter w{tmod::randn({6, 2, 3, 3}, 11)};
+  tmod::Parameter b{tmod::randn({6}, 12)};
+  tmod::Parameter w2{tmod::randn({6, 6, 1, 1}, 13)};
+  tmod::Buffer mean{tmod::randn({6}, 14)};
+  tmod::Buffer var{tmod::uniform({6}, 0.5f, 2.f, 15)};
+  tmod::Parameter gamma{tmod::uniform({6}, 0.5f, 1.5f, 16)};
+  tmod::Parameter beta{tmod::randn({6}, 17)};
+  TM_MODULE(FunctionalConvBn, w, b, w2, mean, var, gamma, beta)
+  auto forward(const auto& x) const {
+    auto c = F::conv2d(x, w, b, {.padding = 1, .groups = 2});
+    auto n = F::batch_norm(c, mean, var, gamma, beta, {.eps = 1e-3});
+    auto c2 = F::conv2d(n, w2, tmod::none);
+    return F::batch_norm(c2, mean, var);
+  }
+};
+
+/// MegEngine's doc: a conv used twice, followed by the same bn.
+struct TwiceNet : tmod::Module {
+  M::Conv2d conv_0{3, 4, 3, {.padding = 1}};
+  M::BatchNorm2d bn_0{4};
+  TM_MODULE(TwiceNet, conv_0, bn_0)
+  auto forward(const auto& x1, const auto& x2) const {
+    auto x = conv_0(x1);
+    auto y1 = bn_0(x);
+    auto x_ = conv_0(x2);
+    auto y2 = bn_0(x_);
+    return std::make_tuple(y1, y2);
+  }
+};
+
+/// The conv's output is also returned: the bn must stay.
+struct SharedConvOut : tmod::Module {
+  M::Conv2d conv{3, 4, 3};
+  M::BatchNorm2d bn{4};
+  TM_MODULE(SharedConvOut, conv, bn)
+  auto forward(const auto& x) const {
+    auto c = conv(x);
+    auto n = bn(c);
+    return std::make_tuple(n, c);
+  }
+};
+
+/// MegEngine's test block and two-block model: relu(bn(conv(x))) * scale in each branch.
+struct Block : tmod::Module {
+  M::Conv2d conv;
+  M::BatchNorm2d bn;
+  Block(std::int64_t in, std::int64_t out) : conv(in, out, 3, {.padding = 1, .bias = false}), bn(out) {}
+  TM_MODULE(Block, conv, bn)
+  auto forward(const auto& x) const {
+    auto c = conv(x);
+    auto n = bn(c);
+    return F::relu(n);
+  }
+};
+struct TwoBlocks : tmod::Module {
+  Block block0{3, 4};
+  Block block1{4, 4};
+  tmod::Parameter scale0{tmod::tensor({0.5f})};
+  tmod::Parameter scale1{tmod::tensor({3.f})};
+  TM_MODULE(TwoBlocks, block0, block1, scale0, scale1)
+  auto forward(const auto& x) const {
+    auto a = block0(x);
+    auto a1 = a * scale0;
+    auto b = block1(a1);
+    auto b1 = b * scale1;
+    return F::max_pool2d(b1, 2) + 1.f;
+  }
+};
+
+const tmod::Tensor image = tmod::randn({2, 4, 8, 8}, 5);
+
+TEST_CASE("FuseConvBn: module conv and bn, with and without bias, grouped") {
+  ConvBnNet<true, 1> a;
+  ConvBnNet<false, 1> b;
+  ConvBnNet<false, 2> c;
+  std::uint64_t seed = 20;
+  for (tmod::Module* net : std::initializer_list<tmod::Module*>{&a, &b, &c}) {
+    CAPTURE(seed);
+    auto& bn = dynamic_cast<M::BatchNorm2d&>(net->getattr("bn").module());
+    randomize(bn, seed++);
+    net->eval();
+  }
+  const auto check = [](auto& net) {
+    tmod::TracedModule m = tmod::trace_module(net, image);
+    CHECK(join(calls(m.graph())) == "call:Conv2d call:BatchNorm2d nn.relu");
+    tmod::TracedModule opt = optimized_matches(m, {"FuseConvBn"}, image);
+    CHECK(join(calls(opt.graph())) == "call:Conv2d nn.relu");
+    CHECK(opt.graph().get_node_by_name("conv_out").as_count() == 1);  // the conv keeps its output's name
+  };
+  check(a);
+  check(b);
+  check(c);
+}
+
+TEST_CASE("FuseConvBn: F::conv2d with constant weights and F::batch_norm with constant statistics") {
+  FunctionalConvBn net;
+  tmod::TracedModule m = tmod::trace_module(net, image);
+  tmod::TracedModule opt = optimized_matches(m, {"FuseConvBn"}, image);
+  CHECK(join(calls(opt.graph())) == "nn.conv2d nn.conv2d");
+  CHECK(opt.graph().get_node_by_name("conv2d_out").as_count() == 1);
+}
+
+TEST_CASE("FuseConvBn: a conv module called twice is copied as conv_0_1 for its first call") {
+  TwiceNet net;
+  randomize(net.bn_0, 30);
+  net.eval();
+  const tmod::Tensor x1 = tmod::randn({1, 3, 6, 6}, 1), x2 = tmod::randn({1, 3, 6, 6}, 2);
+  tmod::TracedModule m = tmod::trace_module(net, x1, x2);
+  tmod::TracedModule opt = optimized_matches(m, {"FuseConvBn"}, x1, x2);
+  CHECK(count(opt.graph(), "call:BatchNorm2d") == 0);
+  CHECK(opt.has_attr("conv_0_1"));
+  CHECK_FALSE(m.has_attr("conv_0_1"));
+  std::vector<std::string> callees;
+  for (const G::Expr* e : opt.graph().exprs(false))
+    if (e->is_module_call()) callees.push_back(e->inputs().front()->name());
+  CHECK(join(callees) == "conv_0_1 conv_0");
+}
+
+TEST_CASE("FuseConvBn refuses: a conv result used elsewhere, a bn in training mode") {
+  SharedConvOut net;
+  randomize(net.bn, 40);
+  net.eval();
+  const tmod::Tensor x = tmod::randn({1, 3, 6, 6}, 3);
+  tmod::TracedModule m = tmod::trace_module(net, x);
+  tmod::TracedModule opt = optimized_matches(m, {"FuseConvBn"}, x);
+  CHECK(join(calls(opt.graph())) == "call:Conv2d call:BatchNorm2d");
+
+  ConvBnNet<true, 1> train;
+  train.train();
+  tmod::TracedModule t = tmod::trace_module(train, image, tmod::TraceOptions{.check = false});
+  CHECK(count(tmod::optimize(t, {"FuseConvBn"}).graph(), "call:BatchNorm2d") == 1);
+}
+
+struct DocAddMul : tmod::Module {
+  tmod::Parameter scale0{tmod::tensor({1.f})};  // MegEngine's scale = [1, 2], indexed
+  tmod::Parameter scale1{tmod::tensor({2.f})};
+  TM_MODULE(DocAddMul, scale0, scale1)
+  auto forward(const auto& x) const {
+    auto a = x * scale0;
+    auto b = 3.f * a;
+    auto c = 3.f + b;
+    return c - scale1;
+  }
+};
+struct DocstringAddMul : tmod::Module {
+  TM_MODULE(DocstringAddMul)
+  auto forward(const auto& x) const {
+    auto a = x + 1.f;
+    auto b = 2.f + a;
+    auto c = b * 4.f;
+    return c * 0.25f;
+  }
+};
+struct NegChain : tmod::Module {
+  tmod::Parameter wide{tmod::tensor({1.f, 2.f, 3.f})};
+  TM_MODULE(NegChain, wide)
+  auto forward(const auto& x) const {
+    auto n = -x;
+    auto nn = -n;
+    auto m = nn * 2.f;
+    auto kept = m + 1.f;  // used twice: (kept + 2) cannot absorb it
+    auto w = kept * wide;  // a (3,) constant: not a scalar
+    auto w2 = w * 2.f;
+    return std::make_tuple(kept + 2.f, kept, w2);
+  }
+};
+
+/// The constant each op of `g` applies: its number, or its Constant input's first element.
+std::vector<double> applied(const G::Graph& g) {
+  std::vector<double> v;
+  for (const G::Expr* e : g.exprs(false)) {
+    if (e->op() == nullptr || e->inputs().empty()) continue;
+    for (const auto& [pos, value] : e->const_val())
+      if (pos == 1 && value.is_number()) v.push_back(value.number());
+    if (e->inputs().size() == 2)
+      if (const tmod::Tensor* t = tracemod::passes::constant_tensor(e->inputs()[1])) v.push_back(t->data<float>()[0]);
+  }
+  return v;
+}
+
+TEST_CASE("FuseAddMul: MegEngine's examples") {
+  const tmod::Tensor x = tmod::randn({2, 3}, 4);
+  DocAddMul doc;
+  tmod::TracedModule m = tmod::trace_module(doc, x);
+  tmod::TracedModule opt = optimized_matches(m, {"FuseAddMul"}, x);
+  // x*scale[0]; 3*x; 3+x; x-scale[1]  ->  x * 3 + 1
+  CHECK(join(calls(opt.graph())) == "__mul__ __add__");
+  CHECK(applied(opt.graph()) == std::vector<double>{3.0, 1.0});
+
+  DocstringAddMul docstring;
+  tmod::TracedModule m2 = tmod::trace_module(docstring, x);
+  tmod::TracedModule opt2 = optimized_matches(m2, {"FuseAddMul"}, x);
+  // x+1; 2+x; x*4; x*0.25  ->  x + 3
+  CHECK(join(calls(opt2.graph())) == "__add__");
+  CHECK(applied(opt2.graph()) == std::vector<double>{3.0});
+}
+
+TEST_CASE("FuseAddMul: negations fold; shared intermediates and wide constants are refused") {
+  const tmod::Tensor x = tmod::randn({2, 3}, 6);
+  NegChain net;
+  tmod::TracedModule m = tmod::trace_module(net, x);
+  tmod::TracedModule opt = optimized_matches(m, {"FuseAddMul"}, x);
+  // -(-x) * 2 -> x * 2; kept = x*2 + 1 is used twice; kept * wide * 2 keeps its (3,) constant.
+  CHECK(join(calls(opt.graph())) == "__mul__ __add__ __mul__ __mul__ __add__");
+}
+
+struct DocFoldScale : tmod::Module {
+  tmod::Parameter w{tmod::randn({4, 4, 3, 3}, 21)};
+  tmod::Parameter b{tmod::randn({4}, 22)};
+  TM_MODULE(DocFoldScale, w, b)
+  auto forward(const auto& x) const {
+    auto c = F::conv2d(x, w, b, {.padding = 1});
+    auto r = F::relu(c);
+    auto x1 = r + 3.f;
+    auto x2 = r + 4.f;
+    auto s = x1 + x2;
+    return s * 3.f;
+  }
+};
+struct DocFoldScaleReshape : tmod::Module {
+  M::Conv2d conv{4, 4, 3};
+  tmod::Parameter scale0{tmod::tensor({1.f})};
+  tmod::Parameter scale1{tmod::tensor({2.f})};
+  TM_MODULE(DocFoldScaleReshape, conv, scale0, scale1)
+  auto forward(const auto& x) const {
+    auto r = F::relu(conv(x));
+    auto x1 = r * scale0;
+    auto x2 = F::reshape(r, {-1}) * scale1;
+    auto y = F::reshape(x1, {-1}) * 2.f;
+    return y + x2;
+  }
+};
+struct DisagreeingScales : tmod::Module {
+  M::Conv2d conv{4, 4, 3};
+  TM_MODULE(DisagreeingScales, conv)
+  auto forward(const auto& x) const {
+    auto r = F::relu(conv(x));
+    auto a = r * 2.f;
+    auto b = r * 3.f;
+    auto n = -conv(x);  // a negative scale cannot cross relu
+    auto rn = F::relu(n);
+    return std::make_tuple(a + b, rn);
+  }
+};
+
+TEST_CASE("BackwardFoldScale: MegEngine's docstring example") {
+  DocFoldScale net;
+  tmod::TracedModule m = tmod::trace_module(net, image);
+  tmod::TracedModule opt = optimized_matches(m, {"BackwardFoldScale"}, image);
+  // conv(x, w*3, b*3); relu; x1 = x + 9; x2 = x + 12; y = x1 + x2
+  CHECK(join(calls(opt.graph())) == "nn.conv2d nn.relu __add__ __add__ __add__");
+  std::vector<double> adds;
+  for (const G::Expr* e : opt.graph().get_method_by_type("__add__", false))
+    for (const auto& [pos, v] : e->const_val())
+      if (v.is_number()) adds.push_back(v.number());
+  CHECK(adds == std::vector<double>{9.0, 12.0});
+  const G::Expr* conv = opt.graph().get_function_by_type(F::conv2d).as_unique();
+  const tmod::Tensor& w = *tracemod::passes::constant_tensor(conv->inputs()[1]);
+  for (std::int64_t i = 0; i < w.numel(); i += 7) CHECK(w.data<float>()[i] == 3.f * net.w.data<float>()[i]);
+}
+
+TEST_CASE("BackwardFoldScale: agreeing branches through reshape fold into a conv module") {
+  DocFoldScaleReshape net;
+  tmod::TracedModule m = tmod::trace_module(net, image);
+  tmod::TracedModule opt = optimized_matches(m, {"BackwardFoldScale"}, image);
+  CHECK(join(calls(opt.graph())) == "call:Conv2d nn.relu tensor.reshape tensor.reshape __add__");
+}
+
+TEST_CASE("BackwardFoldScale refuses disagreeing branches and negative scales through relu") {
+  DisagreeingScales net;
+  tmod::TracedModule m = tmod::trace_module(net, image);
+  tmod::TracedModule opt = optimized_matches(m, {"BackwardFoldScale"}, image);
+  CHECK(count(opt.graph(), "__mul__") == 2);
+  CHECK(count(opt.graph(), "__neg__") == 0);  // NormElemWise: -c is elemwise.neg, kept
+  CHECK(count(opt.graph(), "elemwise.neg") + count(opt.graph(), "__neg__") <= 1);
+}
+
+TEST_CASE("The two-block model: no batch norm after FuseConvBn, no __mul__ after BackwardFoldScale") {
+  TwoBlocks net;
+  randomize(net.block0.bn, 50);
+  randomize(net.block1.bn, 60);
+  net.eval();
+  const tmod::Tensor x = tmod::randn({2, 3, 8, 8}, 7);
+  tmod::TracedModule m = tmod::trace_module(net, x);
+  // Nested: the bn of each block's own graph is fused.
+  tmod::TracedModule nested = optimized_matches(m, {"FuseConvBn"}, x);
+  CHECK(count(m.graph(), "call:BatchNorm2d") == 2);
+  CHECK(count(nested.graph(), "call:BatchNorm2d") == 0);
+  // Flattened (MegEngine's test): the scales cross the former block boundaries.
+  tmod::TracedModule flat = m.flatten();
+  tmod::TracedModule fused = optimized_matches(flat, {"FuseConvBn"}, x);
+  CHECK(count(fused.graph(), "call:BatchNorm2d") == 0);
+  tmod::TracedModule folded = optimized_matches(flat, {"BackwardFoldScale"}, x);
+  CHECK(count(folded.graph(), "__mul__") == 0);
+  CHECK(count(folded.graph(), "call:BatchNorm2d") == 0);
+  tmod::TracedModule all = optimized_matches(flat, {"FuseConvBn", "FuseAddMul", "BackwardFoldScale"}, x);
+  CHECK(join(calls(all.graph())) == "call:Conv2d nn.relu call:Conv2d nn.relu nn.max_pool2d __add__");
+}
+
+TEST_CASE("ResNet-18 (narrow): every pass on the nested graphs, and all together") {
+  models::ResNet net = models::resnet18(10, 8);
+  std::uint64_t seed = 100;
+  for (auto& [name, child] : net.named_modules())
+    if (auto* bn = dynamic_cast<M::BatchNorm2d*>(&child)) randomize(*bn, seed += 4);
+  net.eval();
+  const tmod::Tensor x = tmod::randn({1, 3, 32, 32}, 8);
+  tmod::TracedModule m = tmod::trace_module(net, x);
+  CHECK(count(m.graph(), "call:BatchNorm2d") == 20);
+  for (const char* pass : {"AttrToConstant", "FoldConstant", "NormElemWise", "FuseConvBn", "FuseAddMul", "BackwardFoldScale"}) {
+    CAPTURE(pass);
+    static_cast<void>(optimized_matches(m, {pass}, x));
+  }
+  tmod::TracedModule opt = optimized_matches(m, {"FuseConvBn", "FuseAddMul", "BackwardFoldScale"}, x);
+  CHECK(count(opt.graph(), "call:BatchNorm2d") == 0);
+  CHECK(count(opt.graph(), "call:Conv2d") == 20);
+}
+
+}  // namespace
