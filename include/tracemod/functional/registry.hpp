@@ -245,8 +245,9 @@ class op_registry {
              relu_fn, relu6_fn, sigmoid_fn, neg_fn, exp_fn, tanh_fn, add_fn, sub_fn, mul_fn, div_fn, minimum_fn,
              maximum_fn, method_add_fn, method_radd_fn, method_sub_fn, method_rsub_fn, method_mul_fn, method_rmul_fn,
              method_truediv_fn, method_rtruediv_fn, method_iadd_fn, method_isub_fn, method_imul_fn,
-             method_itruediv_fn, method_neg_fn, conv2d_fn, matmul_fn, linear_fn, batch_norm_fn, max_pool2d_fn,
-             avg_pool2d_fn, adaptive_avg_pool2d_fn, flatten_fn, reshape_fn, transpose_fn, concat_fn, softmax_fn>())
+             method_itruediv_fn, method_neg_fn, conv2d_fn, conv_bias_activation_fn, matmul_fn, linear_fn,
+             batch_norm_fn, max_pool2d_fn, avg_pool2d_fn, adaptive_avg_pool2d_fn, flatten_fn, reshape_fn,
+             transpose_fn, concat_fn, softmax_fn>())
       entries_.push_back(std::make_unique<op_entry>(std::move(e)));
   }
 
