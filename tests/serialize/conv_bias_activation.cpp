@@ -55,3 +55,34 @@ TEST_CASE("conv_bias_activation: traced, printed, interpreted and saved/loaded t
   CHECK(tmod::graph::to_string(back.graph()) == text);
   CHECK(same_bits(back(x).tensor(), expected));
 }
+
+namespace {
+
+struct ScaleShift : tmod::Module {
+  tmod::Parameter shift{tmod::randn({4, 1, 1}, 14)};
+  TM_MODULE(ScaleShift, shift)
+  auto forward(const auto& x) const {
+    return F::fused_elementwise(std::make_tuple(x, shift), "relu(x0 * 0.5 + x1)");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("elemwise.fused: traced, printed with its program, interpreted and saved/loaded") {
+  ScaleShift m;
+  const tmod::Tensor x = tmod::randn({2, 4, 3, 5}, 15);
+  const tmod::Tensor expected = F::relu(x * 0.5f + m.shift);
+  CHECK(same_bits(m(x), expected));
+  tmod::TracedModule traced = tmod::trace_module(m, x);
+  const std::string text = tmod::graph::to_string(traced.graph());
+  CAPTURE(text);
+  CHECK(text.find("fused_out = elemwise.fused[relu(x0 * 0.5 + x1)](x, shift, )") != std::string::npos);
+  CHECK(traced.graph().to_dot().find("elemwise.fused[relu(x0 * 0.5 + x1)]") != std::string::npos);
+  CHECK(same_bits(traced(x).tensor(), expected));
+  std::ostringstream os;
+  tmod::save(traced, os);
+  const std::string bytes = os.str();
+  tmod::TracedModule back = tmod::load(std::as_bytes(std::span(bytes.data(), bytes.size())));
+  CHECK(tmod::graph::to_string(back.graph()) == text);
+  CHECK(same_bits(back(x).tensor(), expected));
+}
