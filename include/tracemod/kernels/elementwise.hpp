@@ -85,6 +85,14 @@ struct add_op {
   float operator()(float a, float b) const noexcept { return detail::on_one_lane(*this, a, b); }
 };
 
+/// relu(a + b) in one pass: the residual add and activation of the conv epilogue
+/// (conv2d_bias_activation) on their own, for MegEngine's FUSE_ADD_RELU; the bits of add then relu.
+struct add_relu_op {
+  static constexpr std::string_view name = "add_relu";
+  fbatch operator()(const fbatch& a, const fbatch& b) const noexcept { return detail::relu(a + b); }
+  float operator()(float a, float b) const noexcept { return detail::on_one_lane(*this, a, b); }
+};
+
 struct sub_op {
   static constexpr std::string_view name = "sub";
   fbatch operator()(const fbatch& a, const fbatch& b) const noexcept { return a - b; }
