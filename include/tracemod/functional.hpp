@@ -3,6 +3,7 @@
 
 #include <tracemod/functional/conv.hpp>
 #include <tracemod/functional/elementwise.hpp>
+#include <tracemod/functional/fused_elementwise.hpp>
 #include <tracemod/functional/linalg.hpp>
 #include <tracemod/functional/normalization.hpp>
 #include <tracemod/functional/pooling.hpp>

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,19 @@ TEST_CASE("Elemwise: modes, case-insensitive names, arity") {
   CHECK(contains(error_of<tmod::shape_error>([] { (void)M::Elemwise("ADD").infer_shape({2, 3}, {4}); }),
                  "Elemwise(ADD)"));
   CHECK(M::Elemwise("ADD").repr() == "Elemwise(method=ADD)");
+}
+
+TEST_CASE("Elemwise: FUSE_ADD_RELU in one pass has the bits of add then relu, broadcasting too") {
+  M::Elemwise add_relu("FUSE_ADD_RELU");
+  const tmod::Tensor x = tmod::randn({2, 3, 5, 7}, 1), y = tmod::randn({2, 3, 5, 7}, 2), c = tmod::randn({3, 1, 1}, 3);
+  const auto same_bits = [](const tmod::Tensor& a, const tmod::Tensor& b) {
+    return a.shape() == b.shape() && std::equal(a.data<float>(), a.data<float>() + a.numel(), b.data<float>(),
+                                                [](float p, float q) { return std::memcmp(&p, &q, sizeof p) == 0; });
+  };
+  CHECK(same_bits(add_relu(x, y), tracemod::functional::relu(tracemod::functional::add(x, y))));
+  CHECK(same_bits(add_relu(x, c), tracemod::functional::relu(tracemod::functional::add(x, c))));
+  CHECK(same_bits(add_relu(c, x), tracemod::functional::relu(tracemod::functional::add(c, x))));
+  CHECK_THROWS_AS((void)add_relu(x, tmod::randn({4})), tmod::shape_error);
 }
 
 TEST_CASE("Dropout: identity in eval mode and for p = 0; scaled Bernoulli mask in training") {

@@ -10,7 +10,7 @@
 // keyword-only fields never take a positional argument; `required` fields (pooling's kernel_size,
 // reshape's target_shape) must be given positionally. Each positional value converts to its field's
 // type: an integer to int64 or to a (h, w) pair, {h, w} to a pair, bool only to bool, a number to
-// double, tmod::none or a value to an optional, {a, b, ...} to an int_list. Anything else is one
+// double, a string literal or view to a string, tmod::none or a value to an optional, {a, b, ...} to an int_list. Anything else is one
 // static_assert; an unsigned value beyond int64 is a value_error naming the op and the param.
 //
 // op.hpp includes this header at its end: op_base derives from call_forms, which needs the
@@ -30,6 +30,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -136,6 +137,8 @@ template <class U>
 inline constexpr bool converts_v<double, U> = integer_value<U> || std::floating_point<U>;
 template <class U>
 inline constexpr bool converts_v<pair2, U> = integer_value<U> || std::same_as<U, pair2>;
+template <class U>
+inline constexpr bool converts_v<std::string, U> = std::is_convertible_v<const U&, std::string_view>;
 template <class T, class U>
 inline constexpr bool converts_v<std::optional<T>, U> = std::same_as<U, none_t> || std::same_as<U, std::nullopt_t> ||
                                                         std::same_as<U, std::optional<T>> || converts_v<T, U>;
@@ -175,6 +178,8 @@ T to_field(const U& v) {
     return T(to_field<Op, I, typename T::value_type>(v));
   } else if constexpr (std::same_as<T, double>) {
     return static_cast<double>(v);
+  } else if constexpr (std::same_as<T, std::string>) {
+    return std::string(std::string_view(v));
   } else {
     return T(to_int64<Op, I>(v));  // int64 or pair2 from an integer
   }

@@ -1,11 +1,15 @@
-// conv2d (NCHW, cross-correlation as in PyTorch/MegEngine).
+// conv2d (NCHW, cross-correlation as in PyTorch/MegEngine), and conv_bias_activation: a conv whose
+// kernel also adds a residual and applies relu / relu6 as it stores its output (MegEngine's
+// conv_bias_activation, with its z operand).
 #pragma once
 
 #include <tracemod/functional/op.hpp>
 #include <tracemod/kernels/conv2d.hpp>
 
 #include <array>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <tuple>
 
 namespace tracemod::functional {
@@ -28,16 +32,17 @@ struct conv2d_fn : op_base<conv2d_fn> {
                                      positional("dilation", &params::dilation), positional("groups", &params::groups)};
 
   /// The kernel geometry of a call; checks ranks, channel counts and bias (shape_error) and the
-  /// hyper-parameters (value_error).
-  static kernels::conv2d_geometry geometry(const params& p, const Shape& x, const Shape& w, const Shape* bias) {
+  /// hyper-parameters (value_error); messages start with `op`.
+  static kernels::conv2d_geometry geometry(const params& p, const Shape& x, const Shape& w, const Shape* bias,
+                                           std::string_view op = target) {
     const auto where = [&] {
-      return std::string(target) + ": input " + x.to_string() + ", weight " + w.to_string() + ", " +
+      return std::string(op) + ": input " + x.to_string() + ", weight " + w.to_string() + ", " +
              params_repr<conv2d_fn>(p);
     };
     if (x.rank() != 4 || w.rank() != 4)
       throw shape_error(where() + ": input and weight must be 4-D (N, C, H, W) and (out_channels, in_channels/groups, kH, kW)");
     if (p.groups < 1) throw value_error(where() + ": groups must be positive");
-    const std::int64_t expected = checked_mul(w[1], p.groups, target, "in_channels/groups x groups");
+    const std::int64_t expected = checked_mul(w[1], p.groups, op, "in_channels/groups x groups");
     if (x[1] != expected)
       throw shape_error(where() + ": input has " + std::to_string(x[1]) + " channels but the weight expects " +
                         std::to_string(expected) + " (in_channels/groups=" + std::to_string(w[1]) +
@@ -61,7 +66,7 @@ struct conv2d_fn : op_base<conv2d_fn> {
     g.dil_h = p.dilation.h;
     g.dil_w = p.dilation.w;
     g.groups = p.groups;
-    kernels::validate(g, target);
+    kernels::validate(g, op);
     return g;
   }
 
@@ -86,5 +91,105 @@ struct conv2d_fn : op_base<conv2d_fn> {
   }
 };
 inline constexpr conv2d_fn conv2d{};
+
+struct conv_bias_activation_params {
+  pair2 stride{1};
+  pair2 padding{0};
+  pair2 dilation{1};
+  std::int64_t groups = 1;
+  std::string nonlinear_mode = "identity";  ///< "identity", "relu" or "relu6"
+};
+
+/// nonlinear_mode(conv2d(inp, weight, bias) + z): one kernel call that adds the bias and the residual
+/// z (same shape as the output) and applies the activation while the output tiles are in registers
+/// or cache. Its result has the bits of conv2d, add and relu / relu6 run one after the other.
+struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
+  static constexpr std::string_view name = "conv_bias_activation";
+  static constexpr std::string_view target = "nn.conv_bias_activation";
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}, operand{"weight", operand_kind::tensor},
+                                       operand{"bias", operand_kind::optional_tensor},
+                                       operand{"z", operand_kind::optional_tensor}};
+  using params = conv_bias_activation_params;
+  static constexpr std::tuple fields{positional("stride", &params::stride), positional("padding", &params::padding),
+                                     positional("dilation", &params::dilation), positional("groups", &params::groups),
+                                     positional("nonlinear_mode", &params::nonlinear_mode)};
+  /// Indexed by kernels::activation.
+  static constexpr std::array<std::string_view, 3> nonlinear_modes{"identity", "relu", "relu6"};
+  static_assert(static_cast<int>(kernels::activation::relu6) == 2, "nonlinear_modes follows kernels::activation");
+
+  /// The kernel's activation for a mode; throws value_error listing the modes.
+  static kernels::activation activation_of(std::string_view mode) {
+    for (std::size_t i = 0; i < nonlinear_modes.size(); ++i)
+      if (nonlinear_modes[i] == mode) return static_cast<kernels::activation>(i);
+    throw value_error(std::string(target) + ": unknown nonlinear_mode '" + std::string(mode) +
+                      "' (supported: identity, relu, relu6)");
+  }
+
+  static kernels::conv2d_geometry geometry(const params& p, const Shape& x, const Shape& w, const Shape* bias,
+                                           const Shape* z) {
+    (void)activation_of(p.nonlinear_mode);
+    const kernels::conv2d_geometry g =
+        conv2d_fn::geometry({p.stride, p.padding, p.dilation, p.groups}, x, w, bias, target);
+    const Shape out{g.n, g.k, g.out_h(), g.out_w()};
+    if (z != nullptr && *z != out)
+      throw shape_error(std::string(target) + ": z " + z->to_string() + " must have the output's shape " +
+                        out.to_string() + " (input " + x.to_string() + ", weight " + w.to_string() + ")");
+    return g;
+  }
+
+  static Shape infer_shape(const params& p, const Shape& x, const Shape& w, const Shape* bias, const Shape* z) {
+    const kernels::conv2d_geometry g = geometry(p, x, w, bias, z);
+    return Shape{g.n, g.k, g.out_h(), g.out_w()};
+  }
+
+  template <class B, class Z>
+  static Tensor eager(const params& p, const Tensor& x, const Tensor& w, const B& bias, const Z& z) {
+    const auto ptr = [](const auto& t, std::string_view arg) -> const Tensor* {
+      if constexpr (std::same_as<std::remove_cvref_t<decltype(t)>, none_t>) {
+        return nullptr;
+      } else {
+        require_float32(target, arg, t);
+        return &t;
+      }
+    };
+    require_float32(target, "inp", x);
+    require_float32(target, "weight", w);
+    const Tensor* b = ptr(bias, "bias");
+    const Tensor* r = ptr(z, "z");
+    const Shape bias_shape = b ? b->shape() : Shape{}, z_shape = r ? r->shape() : Shape{};
+    const kernels::conv2d_geometry g =
+        geometry(p, x.shape(), w.shape(), b ? &bias_shape : nullptr, r ? &z_shape : nullptr);
+    Tensor y = Tensor::empty(Shape{g.n, g.k, g.out_h(), g.out_w()}, DType::float32, target);
+    // The kernel reads z while writing y: a z sharing y's storage would be read after being written.
+    kernels::conv2d_bias_activation(
+        g, x.data<float>(), w.data<float>(),
+        {b ? b->data<float>() : nullptr, r ? r->data<float>() : nullptr, activation_of(p.nonlinear_mode)},
+        y.data<float>());
+    return y;
+  }
+
+  /// (inp, weight[, bias[, z]][, params]) and (inp, weight, bias, z, stride[, padding[, dilation[,
+  /// groups[, nonlinear_mode]]]]): four operands are one more than the generated call forms take.
+  template <class X, class W, class B = none_t, class Z = none_t>
+  decltype(auto) operator()(const X& x, const W& w, const B& bias = none, const Z& z = none, const params& p = {}) const {
+    return apply(p, x, w, bias, z);
+  }
+  template <class X, class W>
+  decltype(auto) operator()(const X& x, const W& w, const params& p) const {
+    return apply(p, x, w, none, none);
+  }
+  template <class X, class W, class B>
+  decltype(auto) operator()(const X& x, const W& w, const B& bias, const params& p) const {
+    return apply(p, x, w, bias, none);
+  }
+  template <class X, class W, class B, class Z>
+  decltype(auto) operator()(const X& x, const W& w, const B& bias, const Z& z, pair2 stride, pair2 padding = 0,
+                            pair2 dilation = 1, std::int64_t groups = 1,
+                            std::string_view nonlinear_mode = "identity") const {
+    return apply(params{stride, padding, dilation, groups, std::string(nonlinear_mode)}, x, w, bias, z);
+  }
+};
+inline constexpr conv_bias_activation_fn conv_bias_activation{};
 
 }  // namespace tracemod::functional

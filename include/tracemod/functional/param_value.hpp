@@ -18,6 +18,7 @@ namespace tracemod::functional {
 inline Value to_value(std::int64_t v) { return Value(v); }
 inline Value to_value(double v) { return Value(v); }
 inline Value to_value(bool v) { return Value(v); }
+inline Value to_value(const std::string& v) { return Value(v); }
 inline Value to_value(const pair2& v) { return Value::tuple({Value(v.h), Value(v.w)}); }
 inline Value to_value(const int_list& v) {
   ValueList items;
@@ -59,6 +60,13 @@ struct param_from_value<bool> {
   static bool get(const Value& v, std::string_view op, std::string_view name) {
     if (v.kind() != Value::Kind::boolean) bad_param(op, name, "a bool", v);
     return v.boolean();
+  }
+};
+template <>
+struct param_from_value<std::string> {
+  static std::string get(const Value& v, std::string_view op, std::string_view name) {
+    if (v.kind() != Value::Kind::string) bad_param(op, name, "a string", v);
+    return v.string();
   }
 };
 template <>

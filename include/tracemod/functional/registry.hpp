@@ -63,6 +63,9 @@ struct op_entry {
   bool reflected = false;                  ///< a reflected method: other OP self (__rsub__)
   scale_rule scaling = scale_rule::none;   ///< how the op commutes with scaling (op.hpp)
   bool foldable = false;                   ///< constant folding may run it ahead of time (pure)
+  /// What a graph prints as the callee instead of the target, from the params (null: the target);
+  /// an op with it prints only its operands as arguments (elemwise.fused[relu(x0 + 1)](inputs, )).
+  std::function<std::string(const void* params)> callee_text;
   /// Builds the params object from values in canonical order; throws value_error naming the op.
   std::function<erased_params(std::span<const Value>)> make_params;
   /// Runs the eager kernel.
@@ -153,11 +156,13 @@ op_entry make_entry() {
   for_each_param<Op>(P{}, [&](std::string_view name, const auto& value, bool keyword_only) {
     e.params.push_back(param_spec{std::string(name), keyword_only, to_value(value)});
   });
-  e.elementwise = requires { typename Op::kernel_op; };
+  e.elementwise = requires { typename Op::kernel_op; } || requires { requires Op::elementwise; };
   if constexpr (requires { Op::arith; }) e.arith = Op::arith;
   if constexpr (requires { Op::reflected; }) e.reflected = Op::reflected;
   e.scaling = scaling_of<Op>();
   e.foldable = foldable_of<Op>();
+  if constexpr (requires(const P& p) { Op::callee(p); })
+    e.callee_text = [](const void* params) { return Op::callee(*static_cast<const P*>(params)); };
   e.make_params = [](std::span<const Value> values) -> erased_params {
     constexpr std::size_t n = param_count_v<Op>;
     if (values.size() != n)
@@ -253,8 +258,9 @@ class op_registry {
              relu_fn, relu6_fn, sigmoid_fn, neg_fn, exp_fn, tanh_fn, add_fn, sub_fn, mul_fn, div_fn, minimum_fn,
              maximum_fn, method_add_fn, method_radd_fn, method_sub_fn, method_rsub_fn, method_mul_fn, method_rmul_fn,
              method_truediv_fn, method_rtruediv_fn, method_iadd_fn, method_isub_fn, method_imul_fn,
-             method_itruediv_fn, method_neg_fn, conv2d_fn, matmul_fn, linear_fn, batch_norm_fn, max_pool2d_fn,
-             avg_pool2d_fn, adaptive_avg_pool2d_fn, flatten_fn, reshape_fn, transpose_fn, concat_fn, softmax_fn>())
+             method_itruediv_fn, method_neg_fn, conv2d_fn, conv_bias_activation_fn, matmul_fn, linear_fn,
+             batch_norm_fn, max_pool2d_fn, avg_pool2d_fn, adaptive_avg_pool2d_fn, flatten_fn, reshape_fn,
+             transpose_fn, concat_fn, softmax_fn, fused_elementwise_fn>())
       entries_.push_back(std::make_unique<op_entry>(std::move(e)));
   }
 

@@ -82,10 +82,17 @@ inline std::string to_string(const Expr& e, NodeFormat f = NodeFormat::name) {
     case ExprKind::call_function:
     case ExprKind::call_method: break;
   }
-  const std::vector<CallArg> args = e.args();
+  std::vector<CallArg> args = e.args();
   std::string callee;
   std::size_t first = 0;
-  if (e.kind() == ExprKind::call_method) {
+  if (const functional::op_entry* op = e.op(); op != nullptr && op->callee_text) {
+    // The params are part of the callee's text: only the operands are printed as arguments.
+    std::vector<Value> params;
+    for (std::size_t i = op->operands.size(); i < args.size(); ++i) params.push_back(std::get<Value>(args[i]));
+    for (const auto& kv : e.kwargs()) params.push_back(std::get<Value>(kv.second));
+    callee = op->callee_text(op->make_params(params).get());
+    args.resize(op->operands.size());
+  } else if (e.kind() == ExprKind::call_method) {
     callee = detail::arg_text(args.front(), f);
     if (!e.is_module_call()) callee += "." + e.target();
     first = 1;
@@ -94,8 +101,15 @@ inline std::string to_string(const Expr& e, NodeFormat f = NodeFormat::name) {
   }
   std::string a;
   for (std::size_t i = first; i < args.size(); ++i) a += (i > first ? ", " : "") + detail::arg_text(args[i], f);
+  // A callee that names its inputs x0, x1, ... takes them as one list; they print as arguments.
+  if (args.size() == 1 && e.op() != nullptr && e.op()->callee_text)
+    if (const auto* l = std::get_if<std::vector<Node*>>(&args.front())) {
+      a.clear();
+      for (std::size_t i = 0; i < l->size(); ++i) a += (i ? ", " : "") + detail::node_text((*l)[i], f);
+    }
   std::string k;
-  for (const auto& [name, v] : e.kwargs()) k += (k.empty() ? "" : ", ") + name + "=" + detail::arg_text(v, f);
+  if (e.op() == nullptr || !e.op()->callee_text)
+    for (const auto& [name, v] : e.kwargs()) k += (k.empty() ? "" : ", ") + name + "=" + detail::arg_text(v, f);
   if (e.output_count() > 0) s += outs + " = ";
   return s + callee + "(" + a + ", " + k + ")";
 }

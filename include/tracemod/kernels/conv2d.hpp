@@ -4,6 +4,7 @@
 #include <tracemod/core/checked.hpp>
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/parallel.hpp>
+#include <tracemod/kernels/detail/activation.hpp>
 #include <tracemod/kernels/detail/conv_depthwise.hpp>
 #include <tracemod/kernels/detail/conv_im2col.hpp>
 #include <tracemod/kernels/detail/conv_winograd.hpp>
@@ -88,6 +89,16 @@ inline void validate(const conv2d_geometry& g, std::string_view op) {
                             pair(g.dil_h * (g.r - 1) + 1, g.dil_w * (g.s - 1) + 1)));
 }
 
+/// What a convolution does to its output while each tile is still in registers or cache: out =
+/// act(conv + bias[channel] + residual). Each step rounds as the separate kernel would (conv with
+/// bias, then an elementwise add, then relu / relu6), so the fused result has the bits of the
+/// unfused chain.
+struct conv2d_epilogue {
+  const float* bias = nullptr;      ///< [k] or null
+  const float* residual = nullptr;  ///< [n, k, out_h, out_w] (the output's layout) or null; may not alias out
+  activation act = activation::none;
+};
+
 /// How conv2d computes: `automatic` picks per layer (the rule and its measurements are in
 /// docs/kernels.md); `direct` forces the direct kernels (im2col GEMM, depthwise loop, 1x1 GEMM);
 /// `winograd` forces Winograd F(4x4, 3x3), which only 3x3 stride-1 undilated ungrouped
@@ -125,8 +136,9 @@ inline bool winograd_pays(const conv2d_geometry& g) { return winograd_tiling_of(
 /// 1x1 convolution, stride 1, one group: per image, weight (k x c) times the input planes
 /// (c x pixels) as they lie in memory, with no im2col copy. With few pixels (7x7, 14x14) the product
 /// is computed transposed, so the vectors run over output channels.
-inline void conv2d_pointwise(const conv2d_geometry& g, const float* input, const float* weight, const float* bias,
-                             float* out) {
+inline void conv2d_pointwise(const conv2d_geometry& g, const float* input, const float* weight,
+                             const conv2d_epilogue& e, float* out) {
+  const float* const bias = e.bias;
   const std::int64_t plane = g.h * g.w;
   const strided_matrix a{weight, g.c, 1};
   const auto packer = [](const strided_matrix& m) {
@@ -137,18 +149,19 @@ inline void conv2d_pointwise(const conv2d_geometry& g, const float* input, const
   for (std::int64_t b = 0; b < g.n; ++b) {
     const strided_matrix columns{input + b * g.c * plane, plane, 1};
     float* y = out + b * g.k * plane;
+    const float* residual = e.residual != nullptr ? e.residual + b * g.k * plane : nullptr;
     const strided_output direct{y, plane, 1};
     const strided_output transposed{y, 1, plane};
     if (gemm_estimated_cycles(g.k, plane, g.c, a, columns, direct) <=
         gemm_estimated_cycles(plane, g.k, g.c, columns.transposed(), a.transposed(), transposed)) {
-      gemm_blocked(g.k, plane, g.c, 1.0f, a, packer(columns), 0.0f, bias, direct);
+      gemm_blocked(g.k, plane, g.c, 1.0f, a, packer(columns), 0.0f, bias, direct, residual, e.act);
     } else {
       // The bias runs along the transposed product's columns, which the GEMM's epilogue does not
       // add: it is written first and accumulated onto.
       if (bias != nullptr)
         for (std::int64_t o = 0; o < g.k; ++o) std::fill_n(y + o * plane, plane, bias[o]);
       gemm_blocked(plane, g.k, g.c, 1.0f, columns.transposed(), packer(a.transposed()), bias != nullptr ? 1.0f : 0.0f,
-                   nullptr, transposed);
+                   nullptr, transposed, residual, e.act);
     }
   }
 }
@@ -180,14 +193,18 @@ inline void conv2d_winograd(const conv2d_geometry& g, const float* input, const 
   detail::conv_winograd(detail::winograd_tiling_of(g), g.c, g.k, input, filters, bias, out);
 }
 
-/// out [n, k, out_h, out_w] = input [n, c, h, w] (*) weight [k, c / groups, r, s] + bias [k] (bias may
-/// be null). 3x3 stride-1 convolutions with enough tiles run Winograd F(4x4, 3x3); one input channel
+/// out [n, k, out_h, out_w] = act(input [n, c, h, w] (*) weight [k, c / groups, r, s] + bias [k] +
+/// residual [n, k, out_h, out_w]) with bias, residual and activation from `e` (each optional),
+/// applied per output tile as it is stored (MegEngine's conv_bias_activation): the one entry point
+/// of every convolution, conv2d included. The residual may not alias out. 3x3 stride-1 convolutions with enough tiles run Winograd F(4x4, 3x3); one input channel
 /// per group (depthwise) runs a direct loop; unpadded stride-1 1x1 convolutions are one GEMM per
 /// image on the input as it lies; everything else is a GEMM per image and group, weight rows times im2col columns packed
 /// straight from the padded input.
-inline void conv2d(const conv2d_geometry& g, const float* input, const float* weight, const float* bias, float* out,
-                   conv2d_algorithm algorithm = conv2d_algorithm::automatic) {
+inline void conv2d_bias_activation(const conv2d_geometry& g, const float* input, const float* weight,
+                                   const conv2d_epilogue& e, float* out,
+                                   conv2d_algorithm algorithm = conv2d_algorithm::automatic) {
   validate(g, "conv2d");
+  const float* const bias = e.bias;
   if (algorithm == conv2d_algorithm::winograd && !detail::winograd_supports(g))
     throw value_error("conv2d: Winograd needs a 3x3, stride-1, undilated, ungrouped convolution, got kernel (" +
                       std::to_string(g.r) + ", " + std::to_string(g.s) + "), stride (" + std::to_string(g.stride_h) +
@@ -203,7 +220,7 @@ inline void conv2d(const conv2d_geometry& g, const float* input, const float* we
     float* const filters = detail::scratch(detail::scratch_slot::winograd_filters,
                                            static_cast<std::size_t>(detail::winograd_positions * g.k * g.c));
     detail::winograd_transform_filters(g.k * g.c, weight, filters);
-    detail::conv_winograd(detail::winograd_tiling_of(g), g.c, g.k, input, filters, bias, out);
+    detail::conv_winograd(detail::winograd_tiling_of(g), g.c, g.k, input, filters, bias, out, e.residual, e.act);
     return;
   }
 
@@ -215,7 +232,8 @@ inline void conv2d(const conv2d_geometry& g, const float* input, const float* we
       for (std::int64_t p = lo; p < hi; ++p) {
         const std::int64_t b = p / g.k, o = p % g.k;
         detail::conv_depthwise_plane(window, input + (b * g.c + o / kg) * g.h * g.w, weight + o * taps,
-                                     bias != nullptr ? bias[o] : 0.0f, out + p * out_plane);
+                                     bias != nullptr ? bias[o] : 0.0f, out + p * out_plane,
+                                     {e.residual != nullptr ? e.residual + p * out_plane : nullptr, e.act});
       }
     });
     return;
@@ -224,7 +242,7 @@ inline void conv2d(const conv2d_geometry& g, const float* input, const float* we
   // Strided 1x1 convolutions stay on the im2col path: its packing samples the input as it copies,
   // which measured 0-3 % faster than subsampling first.
   if (g.groups == 1 && g.r == 1 && g.s == 1 && g.pad_h == 0 && g.pad_w == 0 && g.stride_h == 1 && g.stride_w == 1) {
-    detail::conv2d_pointwise(g, input, weight, bias, out);
+    detail::conv2d_pointwise(g, input, weight, e, out);
     return;
   }
 
@@ -250,15 +268,24 @@ inline void conv2d(const conv2d_geometry& g, const float* input, const float* we
       if (padded) detail::conv_pad_input(x, cg, g.h, g.w, g.pad_h, g.pad_w, padded_input);
       const detail::im2col_source columns{padded ? padded_input : x, hp, wp, g.out_w(), g.r, g.s,
                                           g.stride_h, g.stride_w, g.dil_h, g.dil_w};
-      float* y = out + (b * g.k + grp * kg) * out_plane;
+      const std::int64_t y_offset = (b * g.k + grp * kg) * out_plane;
+      float* y = out + y_offset;
       detail::gemm_blocked(
           kg, out_plane, cg * taps, 1.0f, detail::strided_matrix{weight + grp * kg * cg * taps, cg * taps, 1},
           [&columns](float* dst, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t nc) {
             detail::conv_pack_columns(columns, k0, kc, j0, nc, dst);
           },
-          0.0f, bias != nullptr ? bias + grp * kg : nullptr, detail::strided_output{y, out_plane, 1});
+          0.0f, bias != nullptr ? bias + grp * kg : nullptr, detail::strided_output{y, out_plane, 1},
+          e.residual != nullptr ? e.residual + y_offset : nullptr, e.act);
     }
   });
+}
+
+/// out = input (*) weight + bias (bias may be null): conv2d_bias_activation without residual or
+/// activation.
+inline void conv2d(const conv2d_geometry& g, const float* input, const float* weight, const float* bias, float* out,
+                   conv2d_algorithm algorithm = conv2d_algorithm::automatic) {
+  conv2d_bias_activation(g, input, weight, conv2d_epilogue{bias}, out, algorithm);
 }
 
 /// The direct seven-loop definition with float accumulation: the independent reference for tests.

@@ -6,6 +6,7 @@
 
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/shape.hpp>
+#include <tracemod/kernels/detail/activation.hpp>
 #include <tracemod/kernels/detail/elementwise_broadcast.hpp>
 #include <tracemod/kernels/detail/elementwise_loop.hpp>
 #include <tracemod/kernels/detail/elementwise_math.hpp>
@@ -50,18 +51,13 @@ struct neg_op {
 
 struct relu_op {
   static constexpr std::string_view name = "relu";
-  fbatch operator()(const fbatch& x) const noexcept {
-    return xsimd::select(x <= fbatch(0.0f), fbatch(0.0f), x);  // NaN <= 0 is false: NaN stays
-  }
+  fbatch operator()(const fbatch& x) const noexcept { return detail::relu(x); }
   float operator()(float x) const noexcept { return detail::on_one_lane(*this, x); }
 };
 
 struct relu6_op {
   static constexpr std::string_view name = "relu6";
-  fbatch operator()(const fbatch& x) const noexcept {
-    const fbatch six(6.0f);
-    return xsimd::select(x <= fbatch(0.0f), fbatch(0.0f), xsimd::select(x > six, six, x));
-  }
+  fbatch operator()(const fbatch& x) const noexcept { return detail::relu6(x); }
   float operator()(float x) const noexcept { return detail::on_one_lane(*this, x); }
 };
 
@@ -86,6 +82,14 @@ struct tanh_op {
 struct add_op {
   static constexpr std::string_view name = "add";
   fbatch operator()(const fbatch& a, const fbatch& b) const noexcept { return a + b; }
+  float operator()(float a, float b) const noexcept { return detail::on_one_lane(*this, a, b); }
+};
+
+/// relu(a + b) in one pass: the residual add and activation of the conv epilogue
+/// (conv2d_bias_activation) on their own, for MegEngine's FUSE_ADD_RELU; the bits of add then relu.
+struct add_relu_op {
+  static constexpr std::string_view name = "add_relu";
+  fbatch operator()(const fbatch& a, const fbatch& b) const noexcept { return detail::relu(a + b); }
   float operator()(float a, float b) const noexcept { return detail::on_one_lane(*this, a, b); }
 };
 

@@ -58,7 +58,8 @@ class Elemwise : public Module {
       case Mode::true_div: return functional::div(x, y);
       case Mode::min: return functional::minimum(x, y);
       case Mode::max: return functional::maximum(x, y);
-      case Mode::fuse_add_relu: return functional::relu(functional::add(x, y));
+      case Mode::fuse_add_relu:  // one pass, with the conv epilogue's add and activation
+        return functional::detail::eager_binary<functional::add_fn, kernels::add_relu_op>(x, y);
       case Mode::fuse_add_sigmoid: return functional::sigmoid(functional::add(x, y));
       default: return functional::tanh(functional::add(x, y));
     }

@@ -8,6 +8,7 @@
 // load, whatever the stride.
 #pragma once
 
+#include <tracemod/kernels/detail/activation.hpp>
 #include <tracemod/kernels/detail/gemm_workspace.hpp>
 #include <tracemod/kernels/simd.hpp>
 
@@ -89,6 +90,21 @@ inline void conv_store_columns(const fbatch& x, std::int64_t count, float* out) 
   std::copy_n(lanes.data(), count, out);
 }
 
+/// The first `count` floats at `in` as a vector, the other lanes zero.
+inline fbatch conv_load_columns(const float* in, std::int64_t count) {
+  if (count == static_cast<std::int64_t>(simd_width)) return fbatch::load_unaligned(in);
+  alignas(buffer_alignment) std::array<float, simd_width> lanes{};
+  std::copy_n(in, count, lanes.data());
+  return fbatch::load_aligned(lanes.data());
+}
+
+/// What the depthwise kernel does to an output vector before storing it: adds the residual plane
+/// (laid out like the output; null for none) and applies the activation.
+struct conv_plane_epilogue {
+  const float* residual = nullptr;
+  activation act = activation::none;
+};
+
 /// Output vectors t0 + J of a plane (vector t covers row t / row_vectors, columns from
 /// (t % row_vectors) * W): each accumulates in its own register through all taps, so the J
 /// independent chains hide the FMA latency.
@@ -96,7 +112,7 @@ template <std::int64_t... J>
 inline void conv_depthwise_vectors(std::integer_sequence<std::int64_t, J...>, std::int64_t t0,
                                    std::int64_t row_vectors, const conv_plane_window& g, const float* planes,
                                    std::int64_t pitch, const std::int64_t* tap_offsets, const float* filter,
-                                   float bias, float* y) {
+                                   float bias, const conv_plane_epilogue& epilogue, float* y) {
   constexpr auto width = static_cast<std::int64_t>(simd_width);
   const std::array<std::int64_t, sizeof...(J)> row{(t0 + J) / row_vectors...};
   const std::array<std::int64_t, sizeof...(J)> col{(t0 + J) % row_vectors * width...};
@@ -111,13 +127,16 @@ inline void conv_depthwise_vectors(std::integer_sequence<std::int64_t, J...>, st
   // A row's last vector may spill whole into the following rows, whose vectors are stored after it
   // (later in this fold or in a later call); only the plane's end must not be crossed.
   const std::int64_t plane_end = g.out_h * g.out_w;
-  (conv_store_columns(acc[J], std::min(width, plane_end - row[J] * g.out_w - col[J]), y + row[J] * g.out_w + col[J]),
-   ...);
+  const std::array<std::int64_t, sizeof...(J)> at{(row[J] * g.out_w + col[J])...};
+  const std::array<std::int64_t, sizeof...(J)> count{std::min(width, plane_end - at[J])...};
+  if (epilogue.residual != nullptr) ((acc[J] = acc[J] + conv_load_columns(epilogue.residual + at[J], count[J])), ...);
+  if (epilogue.act != activation::none) ((acc[J] = activate(epilogue.act, acc[J])), ...);
+  (conv_store_columns(acc[J], count[J], y + at[J]), ...);
 }
 
-/// y = bias + x (*) filter for one h x w plane.
+/// y = act(bias + x (*) filter + residual) for one h x w plane.
 inline void conv_depthwise_plane(const conv_plane_window& g, const float* x, const float* filter, float bias,
-                                 float* y) {
+                                 float* y, const conv_plane_epilogue& epilogue = {}) {
   constexpr auto width = static_cast<std::int64_t>(simd_width);
   constexpr std::int64_t chains = 8;
   const conv_phase_planes planes(g);
@@ -133,14 +152,14 @@ inline void conv_depthwise_plane(const conv_plane_window& g, const float* x, con
   std::int64_t t = 0;
   for (; t + chains <= vectors; t += chains)
     conv_depthwise_vectors(std::make_integer_sequence<std::int64_t, chains>{}, t, row_vectors, g, copy, planes.pitch,
-                           tap_offsets.data(), filter, bias, y);
+                           tap_offsets.data(), filter, bias, epilogue, y);
   // Small planes (7x7: seven vectors) would otherwise run one latency-bound chain at a time.
   for (; t + chains / 2 <= vectors; t += chains / 2)
     conv_depthwise_vectors(std::make_integer_sequence<std::int64_t, chains / 2>{}, t, row_vectors, g, copy,
-                           planes.pitch, tap_offsets.data(), filter, bias, y);
+                           planes.pitch, tap_offsets.data(), filter, bias, epilogue, y);
   for (; t < vectors; ++t)
     conv_depthwise_vectors(std::make_integer_sequence<std::int64_t, 1>{}, t, row_vectors, g, copy, planes.pitch,
-                           tap_offsets.data(), filter, bias, y);
+                           tap_offsets.data(), filter, bias, epilogue, y);
 }
 
 }  // namespace tracemod::kernels::detail

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <tracemod/core/parallel.hpp>
+#include <tracemod/kernels/detail/activation.hpp>
 #include <tracemod/kernels/detail/gemm_driver.hpp>
 #include <tracemod/kernels/detail/gemm_pack.hpp>
 #include <tracemod/kernels/detail/gemm_workspace.hpp>
@@ -182,9 +183,10 @@ inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles
   });
 }
 
-/// out (n x k x out_h x out_w) = A^T Y A per tile and output channel, plus bias (nullable).
+/// out (n x k x out_h x out_w) = act(A^T Y A per tile and output channel + bias + residual), bias and
+/// residual (laid out like out) nullable.
 inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k, const float* y, const float* bias,
-                                      float* out) {
+                                      const float* residual, activation act, float* out) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
   const std::int64_t tiles = tl.tiles(), tp = tl.tiles_padded(), per_image = tl.tiles_per_image();
   const std::int64_t tw = tl.tiles_w();
@@ -207,27 +209,35 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
         for (std::int64_t l = 0; l < std::min(w, tiles - t0); ++l) {
           const std::int64_t t = t0 + l;
           const std::int64_t img = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
-          float* plane = out + (img * k + o) * tl.out_h * tl.out_w;
+          const std::int64_t plane_offset = (img * k + o) * tl.out_h * tl.out_w;
+          float* plane = out + plane_offset;
+          const float* residual_plane = residual != nullptr ? residual + plane_offset : nullptr;
           const std::int64_t rows = std::min(winograd_out_tile, tl.out_h - ty * winograd_out_tile);
           const std::int64_t cols = std::min(winograd_out_tile, tl.out_w - tx * winograd_out_tile);
           for (std::int64_t i = 0; i < rows; ++i)
-            for (std::int64_t j = 0; j < cols; ++j)
-              plane[(ty * winograd_out_tile + i) * tl.out_w + tx * winograd_out_tile + j] = result[(i * 4 + j) * w + l];
+            for (std::int64_t j = 0; j < cols; ++j) {
+              const std::int64_t at = (ty * winograd_out_tile + i) * tl.out_w + tx * winograd_out_tile + j;
+              float x = result[(i * 4 + j) * w + l];
+              if (residual_plane != nullptr) x = x + residual_plane[at];
+              plane[at] = activate(act, x);
+            }
         }
       }
     }
   });
 }
 
-/// out = input (*) weight + bias from filters already transformed by winograd_transform_filters.
+/// out = act(input (*) weight + bias + residual) from filters already transformed by
+/// winograd_transform_filters.
 inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_t k, const float* input,
-                          const float* filters, const float* bias, float* out) {
+                          const float* filters, const float* bias, float* out, const float* residual = nullptr,
+                          activation act = activation::none) {
   const std::int64_t tp = tl.tiles_padded();
   float* const v = scratch(scratch_slot::winograd_input, static_cast<std::size_t>(winograd_positions * c * tp));
   float* const y = scratch(scratch_slot::winograd_products, static_cast<std::size_t>(winograd_positions * k * tp));
   winograd_transform_input(tl, c, input, v);
   winograd_multiply(k, c, tl.tiles(), tp, filters, v, y);
-  winograd_transform_output(tl, k, y, bias, out);
+  winograd_transform_output(tl, k, y, bias, residual, act, out);
 }
 
 }  // namespace tracemod::kernels::detail

@@ -55,7 +55,9 @@ inline std::int64_t balanced_block(std::int64_t extent, std::int64_t max_block, 
 
 /// C = alpha * op(A) op(B) + bias + beta * C for m, n, k > 0, where op(A) is `a` (m x k), op(B) (k x n)
 /// is supplied already packed (pack_b(dst, k0, kc, j0, nc) writes what gemm_pack_b would), and the
-/// optional bias holds one value per row of C.
+/// optional bias holds one value per row of C. The optional residual (laid out like C) is added and
+/// `act` applied as each tile of the last k block is stored, while it is in registers (the
+/// convolution epilogue).
 ///
 /// Threads: per block of op(B), the NR-wide panels are packed in parallel into the one shared
 /// buffer, then the block's output tiles (row panel x column panel, row-major) are split across
@@ -64,7 +66,8 @@ inline std::int64_t balanced_block(std::int64_t extent, std::int64_t max_block, 
 /// k is never split: that would change the summation order.
 template <class PackB>
 inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const strided_matrix& a,
-                         PackB&& pack_b, float beta, const float* bias, const strided_output& c) {
+                         PackB&& pack_b, float beta, const float* bias, const strided_output& c,
+                         const float* residual = nullptr, activation act = activation::none) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
   const gemm_blocking_t& blocking = gemm_blocking();
   const std::int64_t kc_max = balanced_block(k, blocking.kc, 1);
@@ -88,6 +91,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
       const std::int64_t kc = std::min(kc_max, k - k0);
       const bool first_block = k0 == 0;  // later k blocks accumulate onto what it wrote
+      const bool last_block = k0 + kc == k;  // the epilogue's residual and activation go here
       // Packing a float (a copy, or an im2col gather) costs about as long as 32 flops of the tiles.
       parallel_for(0, panels, grain_in_items(grains().gemm_flops, 32 * kc * gemm_nr), [&](std::int64_t lo, std::int64_t hi) {
         const std::int64_t first = lo * gemm_nr, last = std::min(nc, hi * gemm_nr);
@@ -115,17 +119,26 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
             packed = panel;
           }
           const float* a_src = a_in_place ? a.data + i0 * a.rs + k0 : a_panel;
-          const gemm_epilogue epilogue{alpha, first_block ? beta : 1.0f,
-                                       first_block && bias != nullptr ? bias + i0 : nullptr};
+          gemm_epilogue epilogue{alpha, first_block ? beta : 1.0f, first_block && bias != nullptr ? bias + i0 : nullptr};
+          if (last_block) epilogue.act = act;
+          const auto residual_at = [&](std::int64_t j) {
+            return last_block && residual != nullptr ? residual + i0 * c.rs + j * c.cs : nullptr;
+          };
           if (t < tiles) {
             const std::int64_t jp = t * gemm_nr, cols = std::min(gemm_nr, tiled - jp);
+            epilogue.residual = residual_at(j0 + jp);
             gemm_tile_update_for(rows, cols, !a_in_place)(kc, a_src, a.rs, b_panels + jp * kc, cols, epilogue,
                                                           c.data + i0 * c.rs + (j0 + jp) * c.cs, c.rs, c.cs);
             continue;
           }
-          for (std::int64_t d = 0; d < dot_columns; ++d)
+          for (std::int64_t d = 0; d < dot_columns; ++d) {
+            const std::int64_t j = j0 + tiled + d;
+            float* y = c.data + i0 * c.rs + j * c.cs;
             gemm_dot_rows(i0, rows, kc, alpha, strided_matrix{a.data + k0, a.rs, 1}, columns.data() + d * kc,
-                          epilogue.beta, first_block ? bias : nullptr, c.data + (j0 + tiled + d) * c.cs, c.rs);
+                          epilogue.beta, first_block ? bias : nullptr, c.data + j * c.cs, c.rs);
+            if (epilogue.act != activation::none || residual_at(j) != nullptr)
+              gemm_finish_run(y, rows, c.rs, residual_at(j), epilogue.act);
+          }
         }
       });
     }

@@ -3,6 +3,7 @@
 // into C as alpha * tile + bias + beta * C.
 #pragma once
 
+#include <tracemod/kernels/detail/activation.hpp>
 #include <tracemod/kernels/simd.hpp>
 
 #include <algorithm>
@@ -49,12 +50,27 @@ inline void gemm_micro_kernel(std::integer_sequence<std::int64_t, I...>, std::in
   if constexpr (NV == 2) (acc[2 * I + 1].store_aligned(tile.v.data() + I * gemm_nr + w), ...);
 }
 
-/// How a tile merges into C: C(i, j) = alpha * tile(i, j) + bias[i] + beta * C(i, j), where a null
-/// bias adds nothing and beta == 0 never reads C.
+/// How a tile merges into C: C(i, j) = act(alpha * tile(i, j) + bias[i] + beta * C(i, j) + R(i, j)),
+/// where a null bias adds nothing, beta == 0 never reads C, and the residual R (laid out like C,
+/// pointing at the tile's first element) is added, when not null, after the rest is rounded, so a
+/// fused epilogue gives the bits of the separate add and activation kernels.
 struct gemm_epilogue {
   float alpha, beta;
   const float* bias;
+  const float* residual = nullptr;
+  activation act = activation::none;
 };
+
+/// y[q * inc] = act(y[q * inc] + residual[q * inc]) for q < count (a null residual adds nothing): the
+/// residual add and activation of an epilogue on values already merged, with the bits of the vector
+/// path.
+inline void gemm_finish_run(float* y, std::int64_t count, std::int64_t inc, const float* residual, activation act) {
+  for (std::int64_t q = 0; q < count; ++q) {
+    float x = y[q * inc];
+    if (residual != nullptr) x = x + residual[q * inc];
+    y[q * inc] = activate(act, x);
+  }
+}
 
 /// Merges rows [0, rows) x columns [0, cols) of the tile into C.
 inline void gemm_store_tile(const gemm_tile& tile, std::int64_t rows, std::int64_t cols, const gemm_epilogue& e,
@@ -70,7 +86,8 @@ inline void gemm_store_tile(const gemm_tile& tile, std::int64_t rows, std::int64
         float* p = c + i * rs_c + j;
         fbatch x = xsimd::fma(va, fbatch::load_aligned(tile.v.data() + i * gemm_nr + j), bias);
         if (beta != 0.0f) x = xsimd::fma(vb, fbatch::load_unaligned(p), x);
-        x.store_unaligned(p);
+        if (e.residual != nullptr) x = x + fbatch::load_unaligned(e.residual + i * rs_c + j);
+        activate(e.act, x).store_unaligned(p);
       }
     }
     return;
@@ -94,6 +111,8 @@ inline void gemm_store_tile(const gemm_tile& tile, std::int64_t rows, std::int64
       for (std::int64_t q = 0; q < inner; ++q)
         out[q * inner_c] = alpha * t[q * inner_t] + row_bias(q) + beta * out[q * inner_c];
     }
+    if (e.residual != nullptr || e.act != activation::none)
+      gemm_finish_run(out, inner, inner_c, e.residual != nullptr ? e.residual + o * outer_c : nullptr, e.act);
   }
 }
 
