@@ -112,6 +112,24 @@ inline void emit_flatten(Emitter& e, const F::flatten_params& p, const Shape& x_
   e.node("Reshape", {x, e.ints(shape, "shape")}, {out});
 }
 
+/// x @ weight^T + bias: Gemm for a 2-D input, else Transpose + MatMul (+ Add).
+inline void emit_linear(Emitter& e, const Call& c) {
+  const std::string* bias = c.in[2].kind == Operand::Kind::tensor ? &c.in[2].name : nullptr;
+  if (c.in[0].shape.rank() == 2) {
+    std::vector<std::string> in{c.in[0].name, c.in[1].name};
+    if (bias != nullptr) in.push_back(*bias);
+    set_attr(e.node("Gemm", in, {c.out}), "transB", std::int64_t{1});
+    return;
+  }
+  const std::string wt = e.node1("Transpose", {c.in[1].name}, e.fresh(c.in[1].name + "_t"));
+  if (bias == nullptr) {
+    e.node("MatMul", {c.in[0].name, wt}, {c.out});
+    return;
+  }
+  const std::string prod = e.node1("MatMul", {c.in[0].name, wt}, e.fresh(c.out + "_matmul"));
+  e.node("Add", {prod, *bias}, {c.out});
+}
+
 /// Elementwise ops by ONNX name; `reflected` swaps the operands (x.__rsub__(y) is y - x).
 struct elementwise_mapping {
   std::string_view target;
@@ -183,22 +201,7 @@ inline const std::vector<std::pair<std::string, op_exporter>>& op_table() {
       };
       e.node("MatMul", {operand(c.in[0], p.transpose_a), operand(c.in[1], p.transpose_b)}, {c.out});
     }));
-    t.push_back(op<F::linear_fn>([](Emitter& e, const F::no_params&, const Call& c) {
-      const std::string* bias = optional_name(c.in[2]);
-      if (c.in[0].shape.rank() == 2) {
-        std::vector<std::string> in{c.in[0].name, c.in[1].name};
-        if (bias != nullptr) in.push_back(*bias);
-        set_attr(e.node("Gemm", in, {c.out}), "transB", std::int64_t{1});
-        return;
-      }
-      const std::string wt = e.node1("Transpose", {c.in[1].name}, e.fresh(c.in[1].name + "_t"));
-      if (bias == nullptr) {
-        e.node("MatMul", {c.in[0].name, wt}, {c.out});
-        return;
-      }
-      const std::string prod = e.node1("MatMul", {c.in[0].name, wt}, e.fresh(c.out + "_matmul"));
-      e.node("Add", {prod, *bias}, {c.out});
-    }));
+    t.push_back(op<F::linear_fn>([](Emitter& e, const F::no_params&, const Call& c) { emit_linear(e, c); }));
     t.push_back(op<F::batch_norm_fn>([](Emitter& e, const F::batch_norm_params& p, const Call& c) {
       emit_batch_norm(e, c, p, c.in[0].name, c.in[0].shape[1], optional_name(c.in[1]), optional_name(c.in[2]),
                       optional_name(c.in[3]), optional_name(c.in[4]), c.out);
@@ -303,8 +306,7 @@ inline const std::vector<std::pair<std::string, module_exporter>>& module_table(
       Operand b;
       if (m.bias.defined()) b = {.kind = Operand::Kind::tensor, .name = e.weight(m.bias, path + ".bias"), .shape = m.bias.shape()};
       call.in = {c.in[0], w, b};
-      for (const auto& [target, fn] : op_table())
-        if (target == F::linear_fn::target) fn(e, nullptr, call);
+      emit_linear(e, call);
     }));
     t.push_back(module<nn::ReLU>("ReLU", [](Emitter& e, const nn::ReLU&, const std::string&, const Call& c) {
       e.node("Relu", {c.in[0].name}, {c.out});

@@ -78,8 +78,11 @@ inline std::string node_ref(const proto::NodeProto& n, int index) {
     const std::string where = "input '" + v.name() + "'";
     DType dtype = DType::float32;
     if (!v.type().has_tensor_type()) {
-      problems.push_back(where + ": not a tensor");
-    } else if (tt.elem_type() == proto::TensorProto::INT32) {
+      problems.push_back(where + ": not a tensor (sequences, maps and optionals are unsupported)");
+      failed.insert(v.name());
+      continue;
+    }
+    if (tt.elem_type() == proto::TensorProto::INT32) {
       dtype = DType::int32;
     } else if (tt.elem_type() != proto::TensorProto::FLOAT) {
       problems.push_back(where + ": element type " + elem_type_name(tt.elem_type()) + " (tracemod computes in float32)");

@@ -111,7 +111,9 @@ void variadic(Importer& im, const proto::NodeProto& n) {
 }
 inline void alias(Importer& im, const proto::NodeProto& n) { im.bind(n.output(0), im.tensor(n.input(0)), false); }
 
-/// Every ONNX op (default domain) import understands.
+/// Every ONNX op (default domain) import understands. Attributes of old opsets that change nothing
+/// here are accepted: `broadcast` (numpy-style broadcasting is the only kind before opset 7 without
+/// `axis`), `is_test`, `consumed_inputs`.
 inline const std::vector<import_rule>& import_table() {
   static const std::vector<import_rule> table{
       {"Conv", {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}, {},
@@ -127,7 +129,7 @@ inline const std::vector<import_rule>& import_table() {
          const window g = window_of(n, Importer::shape(x), k);
          im.bind(n.output(0), im.call<F::conv2d_fn>({g.stride, g.padding, g.dilation, attr_int(n, "group", 1)}, x, w, im.optional(n, 2)));
        }},
-      {"Gemm", {"alpha", "beta", "transA", "transB"}, {},
+      {"Gemm", {"alpha", "beta", "transA", "transB", "broadcast"}, {},
        [](Importer& im, const proto::NodeProto& n) {
          graph::Node* a = im.tensor(n.input(0));
          graph::Node* b = im.tensor(n.input(1));
@@ -155,10 +157,10 @@ inline const std::vector<import_rule>& import_table() {
       {"Tanh", {}, {}, unary<F::tanh_fn>},
       {"Exp", {}, {}, unary<F::exp_fn>},
       {"Neg", {}, {}, unary<F::neg_fn>},
-      {"Add", {}, {}, binary<F::add_fn>},
-      {"Sub", {}, {}, binary<F::sub_fn>},
-      {"Mul", {}, {}, binary<F::mul_fn>},
-      {"Div", {}, {}, binary<F::div_fn>},
+      {"Add", {"broadcast"}, {}, binary<F::add_fn>},
+      {"Sub", {"broadcast"}, {}, binary<F::sub_fn>},
+      {"Mul", {"broadcast"}, {}, binary<F::mul_fn>},
+      {"Div", {"broadcast"}, {}, binary<F::div_fn>},
       {"Min", {}, {}, variadic<F::minimum_fn>},
       {"Max", {}, {}, variadic<F::maximum_fn>},
       {"Sum", {}, {}, variadic<F::add_fn>},
@@ -186,7 +188,7 @@ inline const std::vector<import_rule>& import_table() {
          require_2d(n, Importer::shape(x));
          im.bind(n.output(0), im.call<F::adaptive_avg_pool2d_fn>({F::pair2{1, 1}}, x));
        }},
-      {"BatchNormalization", {"epsilon", "momentum", "training_mode", "spatial"}, {},
+      {"BatchNormalization", {"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"}, {},
        [](Importer& im, const proto::NodeProto& n) {
          if (attr_int(n, "training_mode", 0) != 0) throw unsupported("attribute training_mode=1 (batch statistics)");
          if (attr_int(n, "spatial", 1) != 1) throw unsupported("attribute spatial=0");
@@ -209,10 +211,15 @@ inline const std::vector<import_rule>& import_table() {
          else
            im.bind(n.output(0), im.call<F::reshape_fn>({to_2d(s, static_cast<std::size_t>(a))}, x));
        }},
-      {"Reshape", {"allowzero"}, {1},
+      {"Reshape", {"allowzero", "shape"}, {1},
        [](Importer& im, const proto::NodeProto& n) {
          graph::Node* x = im.tensor(n.input(0));
-         const std::vector<double> target = im.numbers(n, 1, "shape");
+         std::vector<double> target;
+         if (n.input_size() > 1) {
+           target = im.numbers(n, 1, "shape");
+         } else {  // before opset 5 the shape was an attribute
+           for (std::int64_t d : attr_ints(n, "shape")) target.push_back(static_cast<double>(d));
+         }
          const bool allowzero = attr_int(n, "allowzero", 0) != 0;
          F::int_list shape;
          for (std::size_t i = 0; i < target.size(); ++i) {
@@ -287,7 +294,7 @@ inline const std::vector<import_rule>& import_table() {
          if (a == nullptr) throw unsupported("a Constant without attribute 'value'");
          im.add_static(n.output(0), a->t(), false);
        }},
-      {"Dropout", {"ratio", "seed"}, {2},
+      {"Dropout", {"ratio", "seed", "is_test"}, {2},
        [](Importer& im, const proto::NodeProto& n) {
          only_first_output(n, "Dropout's mask");
          if (n.input_size() > 2 && !n.input(2).empty() && im.numbers(n, 2, "training_mode") != std::vector<double>{0})

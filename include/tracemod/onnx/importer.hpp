@@ -104,6 +104,15 @@ class Importer {
     std::vector<graph::CallArg> operands;
     operands.reserve(sizeof...(A));
     (operands.emplace_back(std::forward<A>(operand)), ...);
+    if constexpr (!functional::detail::keeps_input_dtype<Op>)
+      for (const graph::CallArg& a : operands) {
+        std::vector<graph::Node*> nodes;
+        if (const auto* n = std::get_if<graph::Node*>(&a)) nodes.push_back(*n);
+        if (const auto* l = std::get_if<std::vector<graph::Node*>>(&a)) nodes = *l;
+        for (const graph::Node* n : nodes)
+          if (n->is_tensor() && static_cast<const graph::TensorNode*>(n)->dtype() != DType::float32)
+            throw unsupported("element type INT32 into " + std::string(Op::target) + " (the op computes in float32)");
+      }
     std::vector<Value> params;
     functional::for_each_param<Op>(p, [&](std::string_view, const auto& v, bool) { params.push_back(functional::to_value(v)); });
     return g_.create_op_call(functional::entry_of<Op>(), operands, params)->output();

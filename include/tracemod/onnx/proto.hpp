@@ -67,22 +67,31 @@ inline void to_proto(const Tensor& t, const std::string& name, proto::TensorProt
 
 namespace detail {
 
-/// The elements of a TensorProto as T, from raw_data or the typed field; format_error when the
-/// count does not match the dims.
+/// format_error unless a TensorProto holds the n elements its dims claim (checked before anything
+/// of that size is allocated).
+template <class T, class Field>
+void check_count(const proto::TensorProto& t, const Field& field, std::size_t n, std::string_view where) {
+  const std::size_t held = t.has_raw_data() ? t.raw_data().size() / sizeof(T) : static_cast<std::size_t>(field.size());
+  if (held != n || (t.has_raw_data() && t.raw_data().size() % sizeof(T) != 0))
+    throw format_error(std::string(where) + ": tensor '" + t.name() + "' holds " + std::to_string(held) +
+                       " values, its dims need " + std::to_string(n));
+}
+
+/// Copies the (checked) elements of a TensorProto, from raw_data or the typed field, to `out` as T.
+template <class T, class Field>
+void copy_elements(const proto::TensorProto& t, const Field& field, std::size_t n, T* out) {
+  if (t.has_raw_data()) {
+    if (n != 0) std::memcpy(out, t.raw_data().data(), n * sizeof(T));
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(field.Get(static_cast<int>(i)));
+}
+
 template <class T, class Field>
 std::vector<T> elements(const proto::TensorProto& t, const Field& field, std::size_t n, std::string_view where) {
+  check_count<T>(t, field, n, where);
   std::vector<T> v(n);
-  if (t.has_raw_data()) {
-    if (t.raw_data().size() != n * sizeof(T))
-      throw format_error(std::string(where) + ": raw_data holds " + std::to_string(t.raw_data().size()) +
-                         " bytes, the dims need " + std::to_string(n * sizeof(T)));
-    if (n != 0) std::memcpy(v.data(), t.raw_data().data(), n * sizeof(T));
-  } else {
-    if (static_cast<std::size_t>(field.size()) != n)
-      throw format_error(std::string(where) + ": holds " + std::to_string(field.size()) + " values, the dims need " +
-                         std::to_string(n));
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<T>(field.Get(static_cast<int>(i)));
-  }
+  copy_elements(t, field, n, v.data());
   return v;
 }
 
@@ -96,15 +105,15 @@ std::vector<T> elements(const proto::TensorProto& t, const Field& field, std::si
   const Shape s = shape_of(t, where);
   const auto n = static_cast<std::size_t>(s.numel());
   if (t.data_type() == proto::TensorProto::FLOAT) {
-    const std::vector<float> v = detail::elements<float>(t, t.float_data(), n, where);
+    detail::check_count<float>(t, t.float_data(), n, where);
     Tensor out = Tensor::empty(s, DType::float32, where);
-    if (n != 0) std::memcpy(out.data<float>(), v.data(), n * sizeof(float));
+    detail::copy_elements(t, t.float_data(), n, out.data<float>());
     return out;
   }
   if (t.data_type() == proto::TensorProto::INT32) {
-    const std::vector<std::int32_t> v = detail::elements<std::int32_t>(t, t.int32_data(), n, where);
+    detail::check_count<std::int32_t>(t, t.int32_data(), n, where);
     Tensor out = Tensor::empty(s, DType::int32, where);
-    if (n != 0) std::memcpy(out.data<std::int32_t>(), v.data(), n * sizeof(std::int32_t));
+    detail::copy_elements(t, t.int32_data(), n, out.data<std::int32_t>());
     return out;
   }
   throw dtype_error(std::string(where) + ": tensor '" + t.name() + "' has element type " + elem_type_name(t.data_type()) +
