@@ -9,8 +9,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -63,8 +66,10 @@ TEST_CASE("onnx export: ResNet-18 passes the checker, keeps names and weights") 
   // Every tensor of the state dict (but num_batches_tracked) is an initializer named by its path.
   std::set<std::string> inits;
   for (const auto& t : g.initializer()) inits.insert(t.name());
-  for (const auto& [key, t] : net.state_dict())
+  for (const auto& entry : net.state_dict()) {  // no structured binding: clang 14 cannot capture one
+    const std::string& key = entry.first;
     if (key.find("num_batches_tracked") == std::string::npos) CHECK_MESSAGE(inits.count(key) == 1, key);
+  }
   // Shape inference filled in every intermediate value.
   CHECK(g.value_info_size() > 40);
 }
