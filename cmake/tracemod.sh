@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ clang cmake ninja-build libboost-dev xtensor-dev libxsimd-dev doctest-dev libbenchmark-dev nlohmann-json3-dev)
+packages=(g++ clang cmake ninja-build libboost-dev xtensor-dev libxsimd-dev doctest-dev libbenchmark-dev nlohmann-json3-dev
+          libonnx-dev libprotobuf-dev libonnx-testdata)  # the last three: tracemod::onnx and its tests
 
 install_missing() {
   local missing=()

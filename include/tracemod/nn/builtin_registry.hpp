@@ -55,6 +55,13 @@ class builtin_registry {
       if (e->type_name == type_name) return e.get();
     return nullptr;
   }
+  /// Every registered type name, in registration order.
+  [[nodiscard]] std::vector<std::string> type_names() const {
+    const std::lock_guard lock(mutex_);
+    std::vector<std::string> v;
+    for (const auto& e : entries_) v.push_back(e->type_name);
+    return v;
+  }
   /// Adds a type; throws value_error if the name is taken.
   const builtin_entry& add(builtin_entry e) {
     const std::lock_guard lock(mutex_);

@@ -1,0 +1,131 @@
+// The TracedModule under construction during import: ONNX value names resolved to graph nodes,
+// initializers made attributes (read through getattr right before their first use), constant
+// tensors read at import time (shapes, clip bounds), and op calls recorded through the op registry.
+#pragma once
+
+#include <tracemod/core/error.hpp>
+#include <tracemod/functional/registry.hpp>
+#include <tracemod/graph/graph.hpp>
+#include <tracemod/nn/parameter.hpp>
+#include <tracemod/onnx/proto.hpp>
+#include <tracemod/traced_module/traced_module.hpp>
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace tracemod::onnx {
+
+/// Options of import_model. tracemod graphs have static shapes: symbolic dimensions take a value.
+struct ImportOptions {
+  /// Values of symbolic dimensions by name ({"batch", 8}).
+  std::map<std::string, std::int64_t> dims{};
+  /// The value of a symbolic dimension not in `dims`.
+  std::int64_t default_dim = 1;
+  /// Graph inputs that are fixed at import time (e.g. a Reshape's shape fed as an input); see
+  /// constant_input_names.
+  std::map<std::string, proto::TensorProto> constant_inputs{};
+};
+
+namespace detail {
+
+/// A feature of a model tracemod cannot represent; import collects them all, then reports them at once.
+class unsupported : public value_error {
+ public:
+  using value_error::value_error;
+};
+
+class Importer {
+ public:
+  Importer(TracedModule& tm, graph::Graph& g, std::int64_t opset) : tm_(tm), g_(g), opset_(opset) {
+    self_ = g.inputs().front();
+  }
+
+  [[nodiscard]] std::int64_t opset() const noexcept { return opset_; }
+  [[nodiscard]] graph::Graph& graph() noexcept { return g_; }
+
+  /// An initializer, a Constant node's value, or a bound input: read at import time or, when used
+  /// as a tensor, turned into an attribute (initializers) or a Constant expr.
+  void add_static(const std::string& name, const proto::TensorProto& t, bool initializer) {
+    statics_[name] = {&t, initializer};
+  }
+  [[nodiscard]] bool is_static(const std::string& name) const { return statics_.count(name) != 0; }
+
+  void bind(const std::string& name, graph::Node* n, bool rename = true) {
+    if (rename) g_.rename_unique(n, name);
+    nodes_[name] = n;
+  }
+  [[nodiscard]] bool known(const std::string& name) const { return nodes_.count(name) != 0 || is_static(name); }
+
+  /// The tensor node of an ONNX value.
+  graph::Node* tensor(const std::string& name) {
+    if (const auto it = nodes_.find(name); it != nodes_.end()) return it->second;
+    const auto st = statics_.find(name);
+    if (st == statics_.end()) throw unsupported("value '" + name + "' is produced by no node, input or initializer");
+    const Tensor t = from_proto(*st->second.first, "tensor '" + name + "'");
+    graph::Node* n;
+    if (st->second.second) {
+      std::string attr = graph::NameSpace::sanitize(name);
+      for (int i = 1; tm_.has_attr(attr); ++i) attr = graph::NameSpace::sanitize(name) + "_" + std::to_string(i);
+      tm_.setattr(attr, Parameter(t));
+      n = g_.create_get_attr_tensor(self_, attr, t.shape(), t.dtype(), attr);
+    } else {
+      n = g_.create_constant(t, name);
+    }
+    nodes_[name] = n;
+    return n;
+  }
+  /// Input `i` of node `n` as a tensor node, or None when absent (an empty name).
+  graph::CallArg optional(const proto::NodeProto& n, int i) {
+    if (i >= n.input_size() || n.input(i).empty()) return Value(none);
+    return tensor(n.input(i));
+  }
+  /// The numbers of a value known at import time; `unsupported` otherwise.
+  std::vector<double> numbers(const proto::NodeProto& n, int i, std::string_view what) {
+    const std::string& name = n.input(i);
+    const auto st = statics_.find(name);
+    if (st == statics_.end())
+      throw unsupported(std::string(what) + " '" + name +
+                        "' is computed at run time; tracemod needs it at import time (an initializer, a Constant, or "
+                        "ImportOptions::constant_inputs)");
+    return numbers_of(*st->second.first, what);
+  }
+
+  [[nodiscard]] static const Shape& shape(const graph::Node* n) { return static_cast<const graph::TensorNode*>(n)->shape(); }
+
+  /// Records a call of Op with the given params and operands; returns its output node.
+  template <class Op, class... A>
+  graph::Node* call(const typename Op::params& p, A&&... operand) {
+    std::vector<graph::CallArg> operands;
+    operands.reserve(sizeof...(A));
+    (operands.emplace_back(std::forward<A>(operand)), ...);
+    if constexpr (!functional::detail::keeps_input_dtype<Op>)
+      for (const graph::CallArg& a : operands) {
+        std::vector<graph::Node*> nodes;
+        if (const auto* n = std::get_if<graph::Node*>(&a)) nodes.push_back(*n);
+        if (const auto* l = std::get_if<std::vector<graph::Node*>>(&a)) nodes = *l;
+        for (const graph::Node* n : nodes)
+          if (n->is_tensor() && static_cast<const graph::TensorNode*>(n)->dtype() != DType::float32)
+            throw unsupported("element type INT32 into " + std::string(Op::target) + " (the op computes in float32)");
+      }
+    std::vector<Value> params;
+    functional::for_each_param<Op>(p, [&](std::string_view, const auto& v, bool) { params.push_back(functional::to_value(v)); });
+    return g_.create_op_call(functional::entry_of<Op>(), operands, params)->output();
+  }
+
+ private:
+  TracedModule& tm_;
+  graph::Graph& g_;
+  std::int64_t opset_;
+  graph::Node* self_;
+  std::unordered_map<std::string, graph::Node*> nodes_;
+  std::unordered_map<std::string, std::pair<const proto::TensorProto*, bool>> statics_;
+};
+
+}  // namespace detail
+}  // namespace tracemod::onnx

@@ -1,0 +1,180 @@
+// ONNX import: ResNet-18 exported and re-imported computes the same outputs and has the flattened
+// original's structure; PyTorch's own export of the same network imports and matches PyTorch's
+// output; the imported module prints, saves and loads; unsupported features are listed at once.
+#include <tracemod/io/serialize.hpp>
+#include <tracemod/onnx.hpp>
+#include <tracemod/traced_module.hpp>
+
+#include <model_goldens.hpp>
+#include <models/resnet.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+namespace tmod = tracemod;
+namespace proto = tracemod::onnx::proto;
+
+std::filesystem::path scratch(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / "tracemod_onnx_test";
+  std::filesystem::create_directories(dir);
+  return dir / name;
+}
+
+/// What a call computes, written independently of both the exporter and the importer: the builtin
+/// module a call of the traced graph runs and the functional op an imported call runs, under one name.
+std::string canonical(const tmod::graph::Expr& e) {
+  static const std::map<std::string, std::string> names{
+      {"Conv2d", "conv"},          {"nn.conv2d", "conv"},
+      {"BatchNorm2d", "bn"},       {"nn.batch_norm", "bn"},
+      {"ReLU", "relu"},            {"nn.relu", "relu"},
+      {"MaxPool2d", "maxpool"},    {"nn.max_pool2d", "maxpool"},
+      {"AdaptiveAvgPool2d", "gap"}, {"nn.adaptive_avg_pool2d", "gap"},
+      {"Linear", "linear"},        {"nn.linear", "linear"},
+      {"__add__", "add"},          {"elemwise.add", "add"},
+      {"tensor.flatten", "flatten"}};
+  const std::string key = e.is_module_call()
+                              ? std::string(static_cast<const tmod::graph::ModuleNode*>(e.inputs()[0])->owner()->type_name())
+                              : e.target();
+  const auto it = names.find(key);
+  return it == names.end() ? "?" + key : it->second;
+}
+
+/// Each call as (what it computes, which earlier calls or graph inputs feed it): weights, constants
+/// and module nodes are not part of the structure.
+std::vector<std::pair<std::string, std::vector<int>>> structure(const tmod::graph::Graph& g) {
+  std::map<const tmod::graph::Node*, int> index;
+  int input = 0;
+  for (const tmod::graph::Node* n : g.inputs()) index[n] = -(++input);
+  std::vector<std::pair<std::string, std::vector<int>>> out;
+  for (const auto& up : g.expr_list_()) {
+    const tmod::graph::Expr& e = *up;
+    if (!e.is_call()) continue;
+    std::vector<int> from;
+    for (const tmod::graph::Node* in : e.inputs())
+      if (const auto it = index.find(in); it != index.end() && in->is_tensor()) from.push_back(it->second);
+    index[e.output()] = static_cast<int>(out.size());
+    out.emplace_back(canonical(e), from);
+  }
+  return out;
+}
+
+double max_rel_diff(const tmod::Tensor& a, const tmod::Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const auto va = a.values<float>(), vb = b.values<float>();
+  double diff = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) diff = std::max(diff, std::abs(double(va[i]) - double(vb[i])));
+  return diff / golden::max_abs(a);
+}
+
+}  // namespace
+
+TEST_CASE("onnx round trip: ResNet-18 exported and imported computes the same and keeps its structure") {
+  models::ResNet net(10, 8);
+  net.load_state_dict(golden::model_state_dict("resnet18"));
+  net.eval();
+  const tmod::Tensor x = tmod::io::load_npy(golden::data_dir() / "resnet18" / "input.npy");
+  tmod::TracedModule traced = tmod::trace_module(net, x);
+  const auto path = scratch("resnet18.onnx");
+  tmod::onnx::export_model(traced, path, {.opset = 13, .dynamic_batch = true});
+
+  tmod::TracedModule imported = tmod::onnx::import_model(path, {.dims = {{"batch", 2}}});
+  const tmod::Tensor expected = traced(x);
+  const tmod::Tensor got = imported(x);
+  CHECK(max_rel_diff(expected, got) <= 1e-5);
+
+  const tmod::TracedModule flat = traced.flatten();
+  const auto original = structure(flat.graph());
+  const auto round_trip = structure(imported.graph());
+  CHECK(original.size() == 20 + 20 + 17 + 8 + 4);  // conv, bn, relu, add; maxpool, gap, flatten, linear
+  CHECK(original == round_trip);
+  for (const auto& up : imported.graph().expr_list_())
+    if (up->is_call()) CHECK(up->kind() == tmod::graph::ExprKind::call_function);
+  // Weights are attributes, named after the initializers (the original's attribute paths).
+  CHECK(imported.state_dict().size() == 20 + 20 * 4 + 2);  // conv weights, bn affine and statistics, fc
+  CHECK(imported.getattr("layer1_0_conv1_weight").tensor().shape() == tmod::Shape{8, 8, 3, 3});
+  std::ostringstream printed;
+  printed << imported.graph();
+  CAPTURE(printed.str());
+  CHECK(printed.str().find("getattr(self, \"layer1_0_conv1_weight\")") != std::string::npos);
+  CHECK(printed.str().find("= nn.conv2d(") != std::string::npos);
+
+  SUBCASE("the imported module saves, loads and runs like any traced module") {
+    std::ostringstream os;
+    tmod::save(imported, os);
+    const std::string bytes = os.str();
+    tmod::TracedModule loaded = tmod::load(std::as_bytes(std::span(bytes.data(), bytes.size())));
+    const tmod::Tensor again = loaded(x);
+    CHECK(max_rel_diff(got, again) == 0);
+  }
+  SUBCASE("another batch size is a dims option away") {
+    tmod::TracedModule four = tmod::onnx::import_model(path, {.dims = {{"batch", 4}}});
+    CHECK(four.graph().inputs()[1]->name() == "x");
+    CHECK(static_cast<const tmod::graph::TensorNode*>(four.graph().inputs()[1])->shape()[0] == 4);
+  }
+}
+
+TEST_CASE("onnx import: torch.onnx.export's ResNet-18 matches PyTorch's output") {
+  const std::filesystem::path path = TRACEMOD_TORCH_ONNX;
+  if (!std::filesystem::exists(path)) {
+    MESSAGE("skipped: " << path << " is missing (the build writes it with tests/reference/gen_onnx_resnet18.py "
+                           "when python3-torch is installed)");
+    return;
+  }
+  tmod::TracedModule net = tmod::onnx::import_model(path, {.dims = {{"batch", 2}}});
+  const tmod::Tensor x = tmod::io::load_npy(golden::data_dir() / "resnet18" / "input.npy");
+  const tmod::Tensor expected = tmod::io::load_npy(golden::data_dir() / "resnet18" / "output.npy");
+  const tmod::Tensor got = net(x);
+  const double scale = golden::max_abs(expected);
+  golden::check_close(got, expected, 1e-4, 1e-4 * scale, "torch.onnx.export ResNet-18");
+}
+
+TEST_CASE("onnx import: every unsupported op, attribute and element type is listed in one error") {
+  proto::ModelProto m;
+  m.set_ir_version(proto::IR_VERSION);
+  m.add_opset_import()->set_version(13);
+  proto::GraphProto& g = *m.mutable_graph();
+  g.set_name("bad");
+  const auto input = [&](const std::string& name, int type) {
+    proto::ValueInfoProto& v = *g.add_input();
+    v.set_name(name);
+    v.mutable_type()->mutable_tensor_type()->set_elem_type(type);
+    v.mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(3);
+  };
+  input("x", proto::TensorProto::FLOAT);
+  input("d", proto::TensorProto::DOUBLE);
+  const auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) -> proto::NodeProto& {
+    proto::NodeProto& n = *g.add_node();
+    n.set_op_type(op);
+    for (const auto& i : in) n.add_input(i);
+    n.add_output(out);
+    return n;
+  };
+  node("Relu", {"x"}, "a");
+  node("Erf", {"a"}, "b");
+  node("LeakyRelu", {"b"}, "c");
+  tmod::onnx::set_attr(node("Softmax", {"a"}, "s"), "bogus", std::int64_t{1});
+  node("Neg", {"d"}, "e");
+  g.add_output()->set_name("c");
+  try {
+    (void)tmod::onnx::import_model(m);
+    FAIL("import of unsupported ops succeeded");
+  } catch (const tmod::value_error& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(what.find("4 unsupported features") != std::string::npos);
+    CHECK(what.find("op Erf") != std::string::npos);
+    CHECK(what.find("op LeakyRelu") != std::string::npos);
+    CHECK(what.find("attribute 'bogus'") != std::string::npos);
+    CHECK(what.find("element type DOUBLE") != std::string::npos);
+  }
+}
