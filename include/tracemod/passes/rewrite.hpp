@@ -173,6 +173,9 @@ M* private_callee(graph::Graph& g, graph::Expr& call) {
   return raw;
 }
 
+/// Whether `e` is still an expr of `g`, asked without touching `e` (it may have been deleted).
+inline bool alive(const graph::Graph& g, const graph::Expr* e) { return g.position(e) != graph::Graph::npos; }
+
 /// MegEngine's BackwardPass visit: a worklist seeded with the graph's exprs, last first; an expr the
 /// transform replaced (it returns the replacement) is visited again through its replacement, and an
 /// expr deleted meanwhile is skipped. Returns whether anything changed.
@@ -183,10 +186,10 @@ inline bool rewrite_backward(graph::Graph& g, const std::function<graph::Expr*(g
   while (!work.empty()) {
     graph::Expr* e = work.back();
     work.pop_back();
-    if (!g.contains(e)) continue;
+    if (!alive(g, e)) continue;
     if (graph::Expr* replacement = transform(*e)) {
       changed = true;
-      if (replacement != e && g.contains(replacement)) work.push_back(replacement);
+      if (replacement != e && alive(g, replacement)) work.push_back(replacement);
     }
   }
   return changed;
@@ -198,7 +201,7 @@ inline bool rewrite_forward(graph::Graph& g, const std::function<graph::Expr*(gr
   for (const auto& e : g.expr_list_()) work.push_back(e.get());
   bool changed = false;
   for (graph::Expr* e : work)
-    if (g.contains(e) && transform(*e) != nullptr) changed = true;
+    if (alive(g, e) && transform(*e) != nullptr) changed = true;
   return changed;
 }
 
