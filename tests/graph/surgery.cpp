@@ -5,6 +5,7 @@
 #include <tracemod/core.hpp>
 #include <tracemod/functional.hpp>
 #include <tracemod/traced_module/surgery.hpp>
+#include <tracemod/graph/register_builtin.hpp>
 #include <tracemod/graph/wrap.hpp>
 #include <tracemod/nn.hpp>
 #include <tracemod/traced_module.hpp>
@@ -62,6 +63,43 @@ struct WrapUser : tmod::Module {
     auto a = my_relu6(x);
     return scaled_sum(a, x);
   }
+};
+
+/// MegEngine's MyNeg, nested three deep: each level a user module that gets a sub-graph of its own
+/// when called in an insert_exprs scope.
+struct NegLeaf : tmod::Module {
+  M::Identity id;
+  tmod::Parameter bias{tmod::tensor({0.25f})};
+  TM_MODULE(NegLeaf, id, bias)
+  auto forward(const auto& x) const { return F::neg(id(x)) + bias; }
+};
+struct NegMid : tmod::Module {
+  NegLeaf leaf;
+  TM_MODULE(NegMid, leaf)
+  auto forward(const auto& x) const { return leaf(x) * 2; }
+};
+struct MyNeg : tmod::Module {
+  NegMid mid;
+  TM_MODULE(MyNeg, mid)
+  auto forward(const auto& x) const { return mid(x) - 1; }
+};
+
+/// MyNeg's forward written by hand.
+tmod::Tensor my_neg_by_hand(const tmod::Tensor& v) { return (F::neg(v) + 0.25f) * 2.f - 1.f; }
+
+/// A user module made builtin at run time: opaque in trace_module and in surgery.
+struct OpaqueScale : tmod::Module {
+  tmod::Parameter s{tmod::tensor({3.f})};
+  TM_MODULE(OpaqueScale, s)
+  auto forward(const auto& x) const { return F::neg(x) * s; }
+};
+const bool opaque_scale_registered = (tmod::register_as_builtin<OpaqueScale>(), true);
+
+struct UsesOpaque : tmod::Module {
+  M::Conv2d conv{3, 3, 3, {.padding = 1}};
+  OpaqueScale op;
+  TM_MODULE(UsesOpaque, conv, op)
+  auto forward(const auto& x) const { return op(conv(x)); }
 };
 
 /// A ReluNet, an input and its trace.
@@ -447,4 +485,110 @@ TEST_CASE("setattr of a builtin module on a nested traced module, then called fr
   CHECK_NOTHROW(tmod::check(t.graph()));
   const auto& lin = t.getattr("b1.extra").as<M::Linear>();
   CHECK(max_abs_diff(t(x).tensor(), lin(net(x))) <= 1e-6);
+}
+
+TEST_CASE("insert_exprs: user modules attached with setattr are traced into sub-graphs (MyNeg, three deep)") {
+  TracedReluNet f;
+  auto& [net, x, t] = f;
+  t.setattr("neg", MyNeg{});
+  t.setattr("b1.neg", MyNeg{});
+  G::Graph& top = t.graph();
+  G::Graph& b1 = sub(t, "b1").graph();
+  // b1's output through b1.neg, then the top output through neg, twice (one graph, two calls).
+  const auto insert_at_output = [](G::Graph& g, const MyNeg& neg, int times) {
+    G::Node* out = g.outputs().front();
+    G::Node* y = nullptr;
+    {
+      auto scope = G::insert_exprs(g, out->expr());
+      tmod::Sym v(out);
+      for (int i = 0; i < times; ++i) v = neg(v);
+      y = v.node();
+    }
+    G::replace_node(g, {{out, y}});
+  };
+  insert_at_output(b1, t.getattr("b1.neg").as<MyNeg>(), 1);
+  insert_at_output(top, t.getattr("neg").as<MyNeg>(), 2);
+  top.compile();
+  // The attached modules became traced modules, each level with its own graph.
+  for (const std::string path : {"neg", "neg.mid", "neg.mid.leaf", "b1.neg", "b1.neg.mid", "b1.neg.mid.leaf"}) {
+    CAPTURE(path);
+    REQUIRE(dynamic_cast<const tmod::TracedModule*>(&t.getattr(path).module()) != nullptr);
+    CHECK(sub(t, path).graphs().size() == 1);
+  }
+  CHECK(sub(t, "neg.mid.leaf").getattr("id").module().is_builtin());
+  const std::string printed = all_text(top);
+  for (const std::string name : {"ReluNet_neg", "ReluNet_neg_mid", "ReluNet_neg_mid_leaf", "ReluNet_b1_neg",
+                                 "ReluNet_b1_neg_mid", "ReluNet_b1_neg_mid_leaf"})
+    CHECK(printed.find(name + ".Graph (self, x) {") != std::string::npos);
+  CHECK(printed.find("neg_out = neg(b1_out, )") != std::string::npos);
+  CHECK(printed.find("neg_out_1 = neg(neg_out, )") != std::string::npos);
+  CHECK(text(sub(t, "neg.mid.leaf").graph()).find("getattr(self, \"bias\")") != std::string::npos);
+  // top: b0, b1, neg twice; b0, b1: conv; b1: neg; each MyNeg: mid, leaf, id.
+  CHECK(top.get_method_by_type("__call__").as_count() == 4 + 2 + 1 + 2 * 3);
+  CHECK_NOTHROW(tmod::check(top));
+  const tmod::Tensor b1_ref = my_neg_by_hand(net.b1(F::relu(net.b0(x))));
+  CHECK(max_abs_diff(t(x).tensor(), my_neg_by_hand(my_neg_by_hand(b1_ref))) <= 1e-5);
+  // A copy (clone) runs the same.
+  tmod::TracedModule copy = t;
+  CHECK(max_abs_diff(copy(x).tensor(), t(x).tensor()) == 0);
+}
+
+TEST_CASE("insert_exprs: an exception while tracing a user module leaves graph and attribute unchanged") {
+  TracedReluNet f;
+  auto& [net, x, t] = f;
+  t.setattr("neg", MyNeg{});
+  G::Graph& g = t.graph();
+  const std::string before = all_text(g);
+  CHECK_THROWS_AS(
+      [&] {
+        auto scope = G::insert_exprs(g, g.outputs().front()->expr());
+        auto y = t.getattr("neg").as<MyNeg>()(tmod::Sym(g.outputs().front()));
+        (void)y;
+        throw std::runtime_error("user code failed");
+      }(),
+      std::runtime_error);
+  CHECK(all_text(g) == before);
+  CHECK(dynamic_cast<const MyNeg*>(&t.getattr("neg").module()) != nullptr);
+  CHECK_NOTHROW(tmod::check(g));
+  // A user module that is no attribute of the graph's module is refused.
+  const MyNeg loose;
+  CHECK_THROWS_WITH_AS(
+      [&] {
+        auto scope = G::insert_exprs(g);
+        (void)loose(tmod::Sym(g.outputs().front()));
+      }(),
+      doctest::Contains("setattr"), tmod::graph_error);
+  CHECK(all_text(g) == before);
+}
+
+TEST_CASE("register_as_builtin: a user module stays one opaque call in trace_module and in surgery") {
+  REQUIRE(opaque_scale_registered);
+  UsesOpaque m;
+  const tmod::Tensor x = tmod::randn({1, 3, 6, 6});
+  CHECK(m.op.is_builtin());
+  tmod::TracedModule t = tmod::trace_module(m, x);
+  const std::string printed = all_text(t.graph());
+  CHECK(printed.find("op = getattr(self, \"op\") -> (OpaqueScale)") != std::string::npos);
+  CHECK(printed.find("op_out = op(conv_out, )") != std::string::npos);
+  CHECK(printed.find("neg") == std::string::npos);  // not traced through
+  CHECK(dynamic_cast<const OpaqueScale*>(&t.getattr("op").module()) != nullptr);
+  CHECK(t.graph().graphs(true).size() == 1);
+  const tmod::Tensor expected = F::neg(m.conv(x)) * 3.f;
+  CHECK(max_abs_diff(t(x).tensor(), expected) <= 1e-6);
+  // Attached and called in surgery: one CallMethod, the module kept as it is.
+  t.setattr("again", OpaqueScale{});
+  G::Graph& g = t.graph();
+  G::Node* out = g.outputs().front();
+  G::Node* y = nullptr;
+  {
+    auto scope = G::insert_exprs(g, out->expr());
+    y = t.getattr("again").as<OpaqueScale>()(tmod::Sym(out)).node();
+  }
+  G::replace_node(g, {{out, y}});
+  CHECK(text(g).find("again_out = again(op_out, )") != std::string::npos);
+  CHECK(dynamic_cast<const OpaqueScale*>(&t.getattr("again").module()) != nullptr);
+  CHECK(max_abs_diff(t(x).tensor(), F::neg(expected) * 3.f) <= 1e-5);
+  // The registry save/load uses knows it; a second registration is refused.
+  CHECK(M::builtin_registry::instance().find("OpaqueScale") != nullptr);
+  CHECK_THROWS_AS(tmod::register_as_builtin<OpaqueScale>(), tmod::value_error);
 }
