@@ -592,3 +592,39 @@ TEST_CASE("register_as_builtin: a user module stays one opaque call in trace_mod
   CHECK(M::builtin_registry::instance().find("OpaqueScale") != nullptr);
   CHECK_THROWS_AS(tmod::register_as_builtin<OpaqueScale>(), tmod::value_error);
 }
+
+TEST_CASE("Graph::set_name: the top graph's name roots every qualname; a sub-graph's name is checked") {
+  TracedReluNet f;
+  auto& [net, x, t] = f;
+  G::Graph& top = t.graph();
+  G::Graph& b0 = sub(t, "b0").graph();
+  REQUIRE(b0.name() == "ReluNet_b0");
+  REQUIRE(b0.qualname() == "ReluNet.b0");
+  const std::string before = all_text(top);
+  CHECK_THROWS_WITH_AS(b0.set_name("ReluNet_b1"), doctest::Contains("already used in ReluNet.Graph"), tmod::graph_error);
+  CHECK_THROWS_AS(b0.set_name("b0_out"), tmod::graph_error);  // a node name of the parent
+  CHECK_THROWS_AS(top.set_name("not valid"), tmod::graph_error);
+  CHECK_THROWS_AS(top.set_name("int"), tmod::graph_error);
+  CHECK(all_text(top) == before);
+  // A sub-graph: the name changes, the qualname (a module path) stays; its old name is free again.
+  b0.set_name("first_block");
+  CHECK(text(b0).rfind("first_block.Graph (", 0) == 0);
+  CHECK(b0.qualname() == "ReluNet.b0");
+  CHECK(!top.names().taken("ReluNet_b0"));
+  // The top graph: every qualname of the hierarchy is re-rooted.
+  top.set_name("Top");
+  CHECK(text(top).rfind("Top.Graph (", 0) == 0);
+  CHECK(b0.qualname() == "Top.b0");
+  CHECK(sub(t, "b1").graph().qualname() == "Top.b1");
+  std::size_t count = 0;
+  for (const G::Node* n : top.nodes(true)) {
+    CAPTURE(n->qualname());
+    CHECK((n->qualname() == "Top" || n->qualname().rfind("Top.", 0) == 0));
+    ++count;
+  }
+  CHECK(count > 10);
+  const G::Node* relu = sub(t, "b1").graph().get_function_by_type(F::relu, false).as_list().front()->output();
+  CHECK(relu->qualname() == "Top.b1.[func_relu]");
+  CHECK_NOTHROW(tmod::check(top));
+  CHECK(max_abs_diff(t(x).tensor(), net(x)) == 0);
+}

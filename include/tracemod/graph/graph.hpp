@@ -262,6 +262,11 @@ class Graph {
   /// getattrs into the first one, then deletes every expr the outputs do not depend on (their
   /// names become free again). Not recursive: each graph is compiled on its own.
   void compile();
+  /// Renames the graph (MegEngine's `graph.name = ...`). A sub-graph's name lives in its parent's
+  /// namespace (a taken name is refused) and its qualname, a module path, stays. The top graph's
+  /// name is the root of every qualname: they all change with it ("ResNet.layer1" -> "Top.layer1").
+  /// A non-identifier is refused; on a graph_error nothing changes.
+  void set_name(const std::string& name);
 
   /// Where create_* put new exprs: before `pos` (end() appends).
   void set_insert_point(expr_list::const_iterator pos) { insert_point_ = pos; }
@@ -927,6 +932,32 @@ inline void Graph::compile() {
     if (insert_point_ && *insert_point_ == it) insert_point_ = std::next(it);
     it = exprs_.erase(it);
   }
+  changed();
+}
+
+inline void Graph::set_name(const std::string& name) {
+  if (NameSpace::sanitize(name) != name || NameSpace::is_reserved(name))
+    throw graph_error("Graph.set_name: '" + name + "' is not a valid graph name (an identifier that is no C++ keyword)");
+  if (name == name_) return;
+  if (parent_ != nullptr) {
+    if (parent_->ns_.taken(name))
+      throw graph_error("Graph.set_name: the name '" + name + "' is already used in " + parent_->name_ + ".Graph");
+    parent_->ns_.release(name_);
+    parent_->ns_.claim(name, this);
+    name_ = name;
+    return;
+  }
+  const std::string old = qualname_;
+  const auto requalify = [&](std::string& q) {
+    if (q == old || (q.size() > old.size() && q.compare(0, old.size(), old) == 0 && q[old.size()] == '.'))
+      q = name + q.substr(old.size());
+  };
+  for (Graph* g : graphs(true)) {
+    requalify(g->qualname_);
+    for (Expr* e : g->exprs(false))
+      for (Node* n : e->outputs()) requalify(n->qualname_);
+  }
+  name_ = name;
   changed();
 }
 
