@@ -15,6 +15,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -158,21 +159,25 @@ G::Expr* module_call(const G::Graph& g, const std::string& type) {
   return nullptr;
 }
 
-/// The ResNet-18 forward written by hand with `act` in place of every ReLU.
-template <class Act>
-tmod::Tensor resnet_by_hand(const models::ResNet& n, const tmod::Tensor& x, Act act) {
-  const auto block = [&](const auto& b, const tmod::Tensor& in) {
-    tmod::Tensor o = b.bn2(b.conv2(act(b.bn1(b.conv1(in)))));
+/// The ResNet-18 forward written by hand with `act` in place of every ReLU, `act1` in layer1's.
+template <class Act, class Act1>
+tmod::Tensor resnet_by_hand(const models::ResNet& n, const tmod::Tensor& x, Act act, Act1 act1) {
+  const auto block = [](const auto& b, const tmod::Tensor& in, const auto& a) {
+    tmod::Tensor o = b.bn2(b.conv2(a(b.bn1(b.conv1(in)))));
     tmod::Tensor sc = in;
     if constexpr (requires { b.downsample(in); }) sc = b.downsample(in);
-    return act(o + sc);
+    return a(o + sc);
   };
-  const auto stage = [&](const auto& s, const tmod::Tensor& in) {
-    return block(s.template get<1>(), block(s.template get<0>(), in));
+  const auto stage = [&](const auto& s, const tmod::Tensor& in, const auto& a) {
+    return block(s.template get<1>(), block(s.template get<0>(), in, a), a);
   };
   tmod::Tensor y = n.maxpool(act(n.bn1(n.conv1(x))));
-  y = stage(n.layer4, stage(n.layer3, stage(n.layer2, stage(n.layer1, y))));
+  y = stage(n.layer4, stage(n.layer3, stage(n.layer2, stage(n.layer1, y, act1), act), act), act);
   return n.fc(F::flatten(n.avgpool(y), {.start_axis = 1}));
+}
+template <class Act>
+tmod::Tensor resnet_by_hand(const models::ResNet& n, const tmod::Tensor& x, Act act) {
+  return resnet_by_hand(n, x, act, act);
 }
 
 }  // namespace
@@ -627,4 +632,81 @@ TEST_CASE("Graph::set_name: the top graph's name roots every qualname; a sub-gra
   CHECK(relu->qualname() == "Top.b1.[func_relu]");
   CHECK_NOTHROW(tmod::check(top));
   CHECK(max_abs_diff(t(x).tensor(), net(x)) == 0);
+}
+
+TEST_CASE("ResNet-18: every ReLU of layer1 deleted (output replaced by input), compiled away") {
+  models::ResNet net(10, 8);
+  net.eval();
+  const tmod::Tensor x = tmod::randn({1, 3, 32, 32});
+  tmod::TracedModule t = tmod::trace_module(net, x);
+  G::Graph& layer1 = sub(t, "layer1").graph();
+  REQUIRE(relu_module_calls(layer1).size() == 4);
+  for (G::Expr* e : relu_module_calls(layer1)) {
+    G::Graph& g = *e->top_graph();
+    G::replace_node(g, {{e->output(), e->inputs()[1]}});
+  }
+  for (const std::string block : {"layer1.0", "layer1.1"}) {
+    G::Graph& g = sub(t, block).graph();
+    g.compile();
+    CHECK(text(g).find("relu") == std::string::npos);  // the calls and the getattr of the ReLU
+  }
+  CHECK(relu_module_calls(layer1).empty());
+  CHECK(relu_module_calls(t.graph()).size() == 17 - 4);
+  CHECK_NOTHROW(tmod::check(t.graph()));
+  const auto relu = [](const tmod::Tensor& v) { return F::relu(v); };
+  const auto identity = [](const tmod::Tensor& v) { return v; };
+  const tmod::Tensor expected = resnet_by_hand(net, x, relu, identity);
+  CHECK(max_abs_diff(t(x).tensor(), expected) <= 1e-4);
+  CHECK(max_abs_diff(expected, net(x)) > 1e-3);  // the relus mattered
+}
+
+TEST_CASE("insert_exprs: F::neg after each relu of every graph, then flatten: ids and names unique") {
+  TracedReluNet f;
+  auto& [net, x, t] = f;
+  const std::vector<G::Expr*> relus = t.graph().get_function_by_type(F::relu).as_list();
+  REQUIRE(relus.size() == 3);
+  for (G::Expr* e : relus) {
+    G::Graph& g = *e->top_graph();
+    G::Node* neg = nullptr;
+    {
+      auto scope = G::insert_exprs(g, e);
+      neg = F::neg(tmod::Sym(e->output())).node();
+    }
+    G::replace_node(g, {{e->output(), neg}});
+  }
+  tmod::TracedModule flat = t.flatten();
+  const G::Graph& g = flat.graph();
+  CHECK(g.graphs(true).size() == 1);
+  CHECK(g.get_function_by_type(F::neg).as_count() == 3);
+  std::set<std::int64_t> expr_ids, node_ids;
+  std::set<std::string> names;
+  std::size_t nodes = 0;
+  for (const G::Expr* e : g.exprs(true)) {
+    CHECK(expr_ids.insert(e->id()).second);
+    for (const G::Node* n : e->outputs()) {
+      CHECK(node_ids.insert(n->id()).second);
+      CHECK(names.insert(n->name()).second);
+      ++nodes;
+    }
+  }
+  CHECK(names.size() == nodes);
+  CHECK_NOTHROW(tmod::check(g));
+  const auto blk = [](const ReluBlock& b, const tmod::Tensor& in) { return F::neg(F::relu(b.conv(in))) + 1; };
+  const tmod::Tensor expected = blk(net.b1, F::neg(F::relu(blk(net.b0, x))));
+  CHECK(max_abs_diff(flat(x).tensor(), expected) <= 1e-6);
+  CHECK(max_abs_diff(t(x).tensor(), expected) <= 1e-6);
+}
+
+TEST_CASE("reset_outputs: the output replaced by the input compiles to an empty graph") {
+  TracedReluNet f;
+  auto& [net, x, t] = f;
+  G::Graph& g = t.graph();
+  G::reset_outputs(g, G::NodeTree::leaf(g.inputs()[1]));
+  g.compile();
+  CHECK(g.exprs(false).as_count() == 2);  // the inputs self and x only
+  CHECK(g.graphs(true).size() == 1);
+  CHECK(text(g) == "ReluNet.Graph (self, x) {\n\t\n\treturn x\n}");  // MegEngine prints the empty expr list too
+  CHECK(!g.names().taken("b0_out"));
+  CHECK_NOTHROW(tmod::check(g));
+  CHECK(max_abs_diff(t(x).tensor(), x) == 0);
 }
