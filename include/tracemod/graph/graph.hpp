@@ -890,6 +890,9 @@ inline void Graph::rename_unique(Node* n, std::string_view base) {
 }
 
 inline void Graph::compile() {
+  // Only a graph that changes is re-planned: ResNet-18's stage graphs stay planned when their blocks
+  // are compiled.
+  bool edited = false;
   // Getattr chains and duplicates: `getattr(getattr(self, "a"), "b")` becomes `getattr(self, "a.b")`.
   std::unordered_map<std::string, Node*> first;  // "<base id>/<path>" of the first getattr
   for (const auto& up : exprs_) {
@@ -904,10 +907,14 @@ inline void Graph::compile() {
       users.erase(std::find(users.begin(), users.end(), &e));
       e.inputs_.front() = root;
       root->users_.push_back(&e);
+      edited = true;
     }
     const std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(e.inputs_.front())) + "/" + e.target_;
     const auto [it, fresh] = first.emplace(key, e.output());
-    if (!fresh) replace_all_uses(e.output(), it->second);
+    if (!fresh) {
+      replace_all_uses(e.output(), it->second);
+      edited = true;
+    }
   }
   // Dead exprs: everything the outputs do not depend on, found walking back from them.
   std::unordered_set<const Expr*> live;
@@ -931,8 +938,9 @@ inline void Graph::compile() {
     for (const auto& out : dead->outputs_) ns_.release(out->name_);
     if (insert_point_ && *insert_point_ == it) insert_point_ = std::next(it);
     it = exprs_.erase(it);
+    edited = true;
   }
-  changed();
+  if (edited) changed();
 }
 
 inline void Graph::set_name(const std::string& name) {

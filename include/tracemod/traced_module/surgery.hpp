@@ -111,14 +111,8 @@ class InsertScope final : private ModuleTracer {
     auto& list = graph_access::exprs(g);
     if (!list.empty()) last_old_ = std::prev(list.end());
     g.reset_insert_point();  // record at the end; moved into place on exit
-    if (g.owner() != nullptr) {
-      // Modules only: a plain tensor argument stays a Constant inside the scope (attributes are read
-      // with graph::attr).
-      owner_index_.emplace(*g.owner());
-      owner_index_->tensors.clear();
-    }
-    recorder_.emplace(g, static_cast<ModuleNode*>(inputs.front()), g.owner(), static_cast<ModuleTracer*>(this),
-                      owner_index_ ? &*owner_index_ : nullptr);
+    // No index: the recorder asks index_of for one when a module is called (most scopes never do).
+    recorder_.emplace(g, static_cast<ModuleNode*>(inputs.front()), g.owner(), static_cast<ModuleTracer*>(this), nullptr);
   }
   InsertScope(const InsertScope&) = delete;
   InsertScope& operator=(const InsertScope&) = delete;
@@ -149,6 +143,15 @@ class InsertScope final : private ModuleTracer {
     return g;
   }
   const AttributeIndex& index_of(const Module& module) override {
+    if (&module == graph_.owner()) {
+      if (!owner_index_) {
+        // Modules only: a plain tensor argument stays a Constant inside the scope (attributes are
+        // read with graph::attr).
+        owner_index_.emplace(module);
+        owner_index_->tensors.clear();
+      }
+      return *owner_index_;
+    }
     auto& slot = indexes_[&module];
     if (!slot) slot = std::make_unique<AttributeIndex>(module);
     return *slot;
@@ -159,9 +162,10 @@ class InsertScope final : private ModuleTracer {
   TracedModule& traced_of(const Module& module) {
     if (const auto it = traced_.find(&module); it != traced_.end()) return *it->second;
     const auto path = [&]() -> const std::string* {
-      if (!owner_index_) return nullptr;
-      const auto it = owner_index_->modules.find(&module);
-      return it == owner_index_->modules.end() ? nullptr : &it->second;
+      if (graph_.owner() == nullptr) return nullptr;
+      const AttributeIndex& owner = index_of(*graph_.owner());
+      const auto it = owner.modules.find(&module);
+      return it == owner.modules.end() ? nullptr : &it->second;
     }();
     if (path == nullptr)
       throw graph_error("insert_exprs: a " + std::string(module.type_name()) + " module called in the scope is not an " +
