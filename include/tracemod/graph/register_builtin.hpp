@@ -95,7 +95,7 @@ const nn::builtin_entry& register_as_builtin(std::function<Value(const M&)> conf
   }
   const nn::builtin_entry& entry = nn::builtin_registry::instance().add(nn::builtin_entry{
       name, [config](const Module& m) { return config(dynamic_cast<const M&>(m)); },
-      [make](const Value& c) -> std::unique_ptr<Module> { return make(c); }});
+      [make](const Value& c) -> std::unique_ptr<Module> { return make(c); }, {}});
   detail::registered_builtin<M>::infer_shape = &detail::registered_infer_shape<M>;
   detail::registered_builtin<M>::call = &detail::registered_call<M>;
   return entry;
