@@ -14,6 +14,8 @@
 
 #include <doctest/doctest.h>
 
+#include "graph/opaque_scale.hpp"
+
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -88,20 +90,11 @@ struct MyNeg : tmod::Module {
 /// MyNeg's forward written by hand.
 tmod::Tensor my_neg_by_hand(const tmod::Tensor& v) { return (F::neg(v) + 0.25f) * 2.f - 1.f; }
 
-/// A user module made builtin at run time: opaque in trace_module and in surgery.
-struct OpaqueScale : tmod::Module {
-  tmod::Parameter s{tmod::tensor({3.f})};
-  TM_MODULE(OpaqueScale, s)
-  auto forward(const auto& x) const { return F::neg(x) * s; }
-};
+/// A user module made builtin at run time (once per executable): opaque in tracing and surgery,
+/// saved as (type, config, tensors) and rebuilt from the registry.
+using opaque_test::OpaqueScale;
+using opaque_test::UsesOpaque;
 const bool opaque_scale_registered = (tmod::register_as_builtin<OpaqueScale>(), true);
-
-struct UsesOpaque : tmod::Module {
-  M::Conv2d conv{3, 3, 3, {.padding = 1}};
-  OpaqueScale op;
-  TM_MODULE(UsesOpaque, conv, op)
-  auto forward(const auto& x) const { return op(conv(x)); }
-};
 
 /// A ReluNet, an input and its trace.
 struct TracedReluNet {

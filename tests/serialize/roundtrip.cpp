@@ -12,6 +12,8 @@
 
 #include <doctest/doctest.h>
 
+#include "graph/opaque_scale.hpp"
+
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -49,19 +51,11 @@ struct Net : tmod::Module {
 /// Wrapped and registered here, as a loading program declares them.
 const auto my_relu6 = tmod::wrap("my_relu6", [](const auto& x) { return F::minimum(F::relu(x), 6.f); });
 
-/// A user module made builtin: saved as (type, config, tensors), rebuilt from the registry.
-struct OpaqueScale : tmod::Module {
-  tmod::Parameter s{tmod::tensor({3.f})};
-  TM_MODULE(OpaqueScale, s)
-  auto forward(const auto& x) const { return F::neg(x) * s; }
-};
+/// A user module made builtin at run time (once per executable): opaque in tracing and surgery,
+/// saved as (type, config, tensors) and rebuilt from the registry.
+using opaque_test::OpaqueScale;
+using opaque_test::UsesOpaque;
 const bool opaque_scale_registered = (tmod::register_as_builtin<OpaqueScale>(), true);
-struct UsesOpaque : tmod::Module {
-  M::Conv2d conv{3, 4, 3, {.padding = 1}};
-  OpaqueScale op;
-  TM_MODULE(UsesOpaque, conv, op)
-  auto forward(const auto& x) const { return op(conv(x)); }
-};
 
 /// A user module attached by surgery (traced into a graph of its own there).
 struct Halve : tmod::Module {
