@@ -80,7 +80,11 @@ std::vector<std::string> describe(const tmod::TracedModule& m) {
   }
   for (const tmod::graph::Node* n : m.graph().nodes(true))
     out.push_back(std::to_string(n->id()) + " " + n->name() + " " + n->qualname());
-  for (const tmod::graph::Expr* e : m.graph().exprs(true)) out.push_back("%" + std::to_string(e->id()));
+  for (const tmod::graph::Expr* e : m.graph().exprs(true)) {
+    std::string id = "%";  // appended piecewise: g++ 12 misreports -Wrestrict on "literal" + std::string&&
+    id += std::to_string(e->id());
+    out.push_back(std::move(id));
+  }
   out.push_back(std::to_string(m.total_ids().first) + "," + std::to_string(m.total_ids().second));
   return out;
 }
