@@ -6,6 +6,7 @@
 // 4.9 ms for the same edit + recompile here). On a loaded machine quote CPU time.
 //
 //   BM_surgery_relu6_then_run   17 insert_exprs + replace_node, then one run (re-plans)
+//   BM_surgery_relu6_compile_then_run  the same with compile() of every graph before the run
 //   BM_surgery_relu6_only       the 17 edits alone
 //   BM_traced_run_planned       one run of an unchanged, planned traced module
 #include <models/resnet.hpp>
@@ -72,6 +73,21 @@ void BM_surgery_relu6_then_run(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_surgery_relu6_then_run)->Arg(64)->Arg(8)->Unit(benchmark::kMicrosecond);
+
+/// The bar: the 17 edits, compile() of every graph (the dead ReLU calls go), one run.
+void BM_surgery_relu6_compile_then_run(benchmark::State& state) {
+  surgery_fixture& f = fixture(state.range(0));
+  for (auto _ : state) {
+    state.PauseTiming();
+    tmod::TracedModule t = f.traced;
+    benchmark::DoNotOptimize(t(f.x));
+    state.ResumeTiming();
+    replace_relus(t);
+    for (G::Graph* g : t.graph().graphs(true)) g->compile();
+    benchmark::DoNotOptimize(t(f.x));
+  }
+}
+BENCHMARK(BM_surgery_relu6_compile_then_run)->Arg(64)->Arg(8)->Unit(benchmark::kMicrosecond);
 
 void BM_surgery_relu6_only(benchmark::State& state) {
   surgery_fixture& f = fixture(state.range(0));

@@ -12,4 +12,5 @@
 #include <tracemod/graph/print.hpp>
 #include <tracemod/graph/recorder.hpp>
 #include <tracemod/graph/sym.hpp>
+#include <tracemod/graph/register_builtin.hpp>
 #include <tracemod/graph/wrap.hpp>

@@ -5,6 +5,7 @@
 #include <tracemod/core.hpp>
 #include <tracemod/functional.hpp>
 #include <tracemod/traced_module/surgery.hpp>
+#include <tracemod/graph/register_builtin.hpp>
 #include <tracemod/graph/wrap.hpp>
 #include <tracemod/nn.hpp>
 #include <tracemod/traced_module.hpp>
@@ -13,7 +14,10 @@
 
 #include <doctest/doctest.h>
 
+#include "graph/opaque_scale.hpp"
+
 #include <cmath>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -63,6 +67,34 @@ struct WrapUser : tmod::Module {
     return scaled_sum(a, x);
   }
 };
+
+/// MegEngine's MyNeg, nested three deep: each level a user module that gets a sub-graph of its own
+/// when called in an insert_exprs scope.
+struct NegLeaf : tmod::Module {
+  M::Identity id;
+  tmod::Parameter bias{tmod::tensor({0.25f})};
+  TM_MODULE(NegLeaf, id, bias)
+  auto forward(const auto& x) const { return F::neg(id(x)) + bias; }
+};
+struct NegMid : tmod::Module {
+  NegLeaf leaf;
+  TM_MODULE(NegMid, leaf)
+  auto forward(const auto& x) const { return leaf(x) * 2; }
+};
+struct MyNeg : tmod::Module {
+  NegMid mid;
+  TM_MODULE(MyNeg, mid)
+  auto forward(const auto& x) const { return mid(x) - 1; }
+};
+
+/// MyNeg's forward written by hand.
+tmod::Tensor my_neg_by_hand(const tmod::Tensor& v) { return (F::neg(v) + 0.25f) * 2.f - 1.f; }
+
+/// A user module made builtin at run time (once per executable): opaque in tracing and surgery,
+/// saved as (type, config, tensors) and rebuilt from the registry.
+using opaque_test::OpaqueScale;
+using opaque_test::UsesOpaque;
+const bool opaque_scale_registered = (tmod::register_as_builtin<OpaqueScale>(), true);
 
 /// A ReluNet, an input and its trace.
 struct TracedReluNet {
@@ -120,21 +152,25 @@ G::Expr* module_call(const G::Graph& g, const std::string& type) {
   return nullptr;
 }
 
-/// The ResNet-18 forward written by hand with `act` in place of every ReLU.
-template <class Act>
-tmod::Tensor resnet_by_hand(const models::ResNet& n, const tmod::Tensor& x, Act act) {
-  const auto block = [&](const auto& b, const tmod::Tensor& in) {
-    tmod::Tensor o = b.bn2(b.conv2(act(b.bn1(b.conv1(in)))));
+/// The ResNet-18 forward written by hand with `act` in place of every ReLU, `act1` in layer1's.
+template <class Act, class Act1>
+tmod::Tensor resnet_by_hand(const models::ResNet& n, const tmod::Tensor& x, Act act, Act1 act1) {
+  const auto block = [](const auto& b, const tmod::Tensor& in, const auto& a) {
+    tmod::Tensor o = b.bn2(b.conv2(a(b.bn1(b.conv1(in)))));
     tmod::Tensor sc = in;
     if constexpr (requires { b.downsample(in); }) sc = b.downsample(in);
-    return act(o + sc);
+    return a(o + sc);
   };
-  const auto stage = [&](const auto& s, const tmod::Tensor& in) {
-    return block(s.template get<1>(), block(s.template get<0>(), in));
+  const auto stage = [&](const auto& s, const tmod::Tensor& in, const auto& a) {
+    return block(s.template get<1>(), block(s.template get<0>(), in, a), a);
   };
   tmod::Tensor y = n.maxpool(act(n.bn1(n.conv1(x))));
-  y = stage(n.layer4, stage(n.layer3, stage(n.layer2, stage(n.layer1, y))));
+  y = stage(n.layer4, stage(n.layer3, stage(n.layer2, stage(n.layer1, y, act1), act), act), act);
   return n.fc(F::flatten(n.avgpool(y), {.start_axis = 1}));
+}
+template <class Act>
+tmod::Tensor resnet_by_hand(const models::ResNet& n, const tmod::Tensor& x, Act act) {
+  return resnet_by_hand(n, x, act, act);
 }
 
 }  // namespace
@@ -447,4 +483,223 @@ TEST_CASE("setattr of a builtin module on a nested traced module, then called fr
   CHECK_NOTHROW(tmod::check(t.graph()));
   const auto& lin = t.getattr("b1.extra").as<M::Linear>();
   CHECK(max_abs_diff(t(x).tensor(), lin(net(x))) <= 1e-6);
+}
+
+TEST_CASE("insert_exprs: user modules attached with setattr are traced into sub-graphs (MyNeg, three deep)") {
+  TracedReluNet f;
+  auto& [net, x, t] = f;
+  t.setattr("neg", MyNeg{});
+  t.setattr("b1.neg", MyNeg{});
+  G::Graph& top = t.graph();
+  G::Graph& b1 = sub(t, "b1").graph();
+  // b1's output through b1.neg, then the top output through neg, twice (one graph, two calls).
+  const auto insert_at_output = [](G::Graph& g, const MyNeg& neg, int times) {
+    G::Node* out = g.outputs().front();
+    G::Node* y = nullptr;
+    {
+      auto scope = G::insert_exprs(g, out->expr());
+      tmod::Sym v(out);
+      for (int i = 0; i < times; ++i) v = neg(v);
+      y = v.node();
+    }
+    G::replace_node(g, {{out, y}});
+  };
+  insert_at_output(b1, t.getattr("b1.neg").as<MyNeg>(), 1);
+  insert_at_output(top, t.getattr("neg").as<MyNeg>(), 2);
+  top.compile();
+  // The attached modules became traced modules, each level with its own graph.
+  for (const std::string path : {"neg", "neg.mid", "neg.mid.leaf", "b1.neg", "b1.neg.mid", "b1.neg.mid.leaf"}) {
+    CAPTURE(path);
+    REQUIRE(dynamic_cast<const tmod::TracedModule*>(&t.getattr(path).module()) != nullptr);
+    CHECK(sub(t, path).graphs().size() == 1);
+  }
+  CHECK(sub(t, "neg.mid.leaf").getattr("id").module().is_builtin());
+  const std::string printed = all_text(top);
+  for (const std::string name : {"ReluNet_neg", "ReluNet_neg_mid", "ReluNet_neg_mid_leaf", "ReluNet_b1_neg",
+                                 "ReluNet_b1_neg_mid", "ReluNet_b1_neg_mid_leaf"})
+    CHECK(printed.find(name + ".Graph (self, x) {") != std::string::npos);
+  CHECK(printed.find("neg_out = neg(b1_out, )") != std::string::npos);
+  CHECK(printed.find("neg_out_1 = neg(neg_out, )") != std::string::npos);
+  CHECK(text(sub(t, "neg.mid.leaf").graph()).find("getattr(self, \"bias\")") != std::string::npos);
+  // top: b0, b1, neg twice; b0, b1: conv; b1: neg; each MyNeg: mid, leaf, id.
+  CHECK(top.get_method_by_type("__call__").as_count() == 4 + 2 + 1 + 2 * 3);
+  CHECK_NOTHROW(tmod::check(top));
+  const tmod::Tensor b1_ref = my_neg_by_hand(net.b1(F::relu(net.b0(x))));
+  CHECK(max_abs_diff(t(x).tensor(), my_neg_by_hand(my_neg_by_hand(b1_ref))) <= 1e-5);
+  // A copy (clone) runs the same.
+  tmod::TracedModule copy = t;
+  CHECK(max_abs_diff(copy(x).tensor(), t(x).tensor()) == 0);
+}
+
+TEST_CASE("insert_exprs: an exception while tracing a user module leaves graph and attribute unchanged") {
+  TracedReluNet f;
+  auto& [net, x, t] = f;
+  t.setattr("neg", MyNeg{});
+  G::Graph& g = t.graph();
+  const std::string before = all_text(g);
+  CHECK_THROWS_AS(
+      [&] {
+        auto scope = G::insert_exprs(g, g.outputs().front()->expr());
+        auto y = t.getattr("neg").as<MyNeg>()(tmod::Sym(g.outputs().front()));
+        (void)y;
+        throw std::runtime_error("user code failed");
+      }(),
+      std::runtime_error);
+  CHECK(all_text(g) == before);
+  CHECK(dynamic_cast<const MyNeg*>(&t.getattr("neg").module()) != nullptr);
+  CHECK_NOTHROW(tmod::check(g));
+  // A user module that is no attribute of the graph's module is refused.
+  const MyNeg loose;
+  CHECK_THROWS_WITH_AS(
+      [&] {
+        auto scope = G::insert_exprs(g);
+        (void)loose(tmod::Sym(g.outputs().front()));
+      }(),
+      doctest::Contains("setattr"), tmod::graph_error);
+  CHECK(all_text(g) == before);
+}
+
+TEST_CASE("register_as_builtin: a user module stays one opaque call in trace_module and in surgery") {
+  REQUIRE(opaque_scale_registered);
+  UsesOpaque m;
+  const tmod::Tensor x = tmod::randn({1, 3, 6, 6});
+  CHECK(m.op.is_builtin());
+  tmod::TracedModule t = tmod::trace_module(m, x);
+  const std::string printed = all_text(t.graph());
+  CHECK(printed.find("op = getattr(self, \"op\") -> (OpaqueScale)") != std::string::npos);
+  CHECK(printed.find("op_out = op(conv_out, )") != std::string::npos);
+  CHECK(printed.find("neg") == std::string::npos);  // not traced through
+  CHECK(dynamic_cast<const OpaqueScale*>(&t.getattr("op").module()) != nullptr);
+  CHECK(t.graph().graphs(true).size() == 1);
+  const tmod::Tensor expected = F::neg(m.conv(x)) * 3.f;
+  CHECK(max_abs_diff(t(x).tensor(), expected) <= 1e-6);
+  // Attached and called in surgery: one CallMethod, the module kept as it is.
+  t.setattr("again", OpaqueScale{});
+  G::Graph& g = t.graph();
+  G::Node* out = g.outputs().front();
+  G::Node* y = nullptr;
+  {
+    auto scope = G::insert_exprs(g, out->expr());
+    y = t.getattr("again").as<OpaqueScale>()(tmod::Sym(out)).node();
+  }
+  G::replace_node(g, {{out, y}});
+  CHECK(text(g).find("again_out = again(op_out, )") != std::string::npos);
+  CHECK(dynamic_cast<const OpaqueScale*>(&t.getattr("again").module()) != nullptr);
+  CHECK(max_abs_diff(t(x).tensor(), F::neg(expected) * 3.f) <= 1e-5);
+  // The registry save/load uses knows it; a second registration is refused.
+  CHECK(M::builtin_registry::instance().find("OpaqueScale") != nullptr);
+  CHECK_THROWS_AS(tmod::register_as_builtin<OpaqueScale>(), tmod::value_error);
+}
+
+TEST_CASE("Graph::set_name: the top graph's name roots every qualname; a sub-graph's name is checked") {
+  TracedReluNet f;
+  auto& [net, x, t] = f;
+  G::Graph& top = t.graph();
+  G::Graph& b0 = sub(t, "b0").graph();
+  REQUIRE(b0.name() == "ReluNet_b0");
+  REQUIRE(b0.qualname() == "ReluNet.b0");
+  const std::string before = all_text(top);
+  CHECK_THROWS_WITH_AS(b0.set_name("ReluNet_b1"), doctest::Contains("already used in ReluNet.Graph"), tmod::graph_error);
+  CHECK_THROWS_AS(b0.set_name("b0_out"), tmod::graph_error);  // a node name of the parent
+  CHECK_THROWS_AS(top.set_name("not valid"), tmod::graph_error);
+  CHECK_THROWS_AS(top.set_name("int"), tmod::graph_error);
+  CHECK(all_text(top) == before);
+  // A sub-graph: the name changes, the qualname (a module path) stays; its old name is free again.
+  b0.set_name("first_block");
+  CHECK(text(b0).rfind("first_block.Graph (", 0) == 0);
+  CHECK(b0.qualname() == "ReluNet.b0");
+  CHECK(!top.names().taken("ReluNet_b0"));
+  // The top graph: every qualname of the hierarchy is re-rooted.
+  top.set_name("Top");
+  CHECK(text(top).rfind("Top.Graph (", 0) == 0);
+  CHECK(b0.qualname() == "Top.b0");
+  CHECK(sub(t, "b1").graph().qualname() == "Top.b1");
+  std::size_t count = 0;
+  for (const G::Node* n : top.nodes(true)) {
+    CAPTURE(n->qualname());
+    CHECK((n->qualname() == "Top" || n->qualname().rfind("Top.", 0) == 0));
+    ++count;
+  }
+  CHECK(count > 10);
+  const G::Node* relu = sub(t, "b1").graph().get_function_by_type(F::relu, false).as_list().front()->output();
+  CHECK(relu->qualname() == "Top.b1.[func_relu]");
+  CHECK_NOTHROW(tmod::check(top));
+  CHECK(max_abs_diff(t(x).tensor(), net(x)) == 0);
+}
+
+TEST_CASE("ResNet-18: every ReLU of layer1 deleted (output replaced by input), compiled away") {
+  models::ResNet net(10, 8);
+  net.eval();
+  const tmod::Tensor x = tmod::randn({1, 3, 32, 32});
+  tmod::TracedModule t = tmod::trace_module(net, x);
+  G::Graph& layer1 = sub(t, "layer1").graph();
+  REQUIRE(relu_module_calls(layer1).size() == 4);
+  for (G::Expr* e : relu_module_calls(layer1)) {
+    G::Graph& g = *e->top_graph();
+    G::replace_node(g, {{e->output(), e->inputs()[1]}});
+  }
+  for (const std::string block : {"layer1.0", "layer1.1"}) {
+    G::Graph& g = sub(t, block).graph();
+    g.compile();
+    CHECK(text(g).find("relu") == std::string::npos);  // the calls and the getattr of the ReLU
+  }
+  CHECK(relu_module_calls(layer1).empty());
+  CHECK(relu_module_calls(t.graph()).size() == 17 - 4);
+  CHECK_NOTHROW(tmod::check(t.graph()));
+  const auto relu = [](const tmod::Tensor& v) { return F::relu(v); };
+  const auto identity = [](const tmod::Tensor& v) { return v; };
+  const tmod::Tensor expected = resnet_by_hand(net, x, relu, identity);
+  CHECK(max_abs_diff(t(x).tensor(), expected) <= 1e-4);
+  CHECK(max_abs_diff(expected, net(x)) > 1e-3);  // the relus mattered
+}
+
+TEST_CASE("insert_exprs: F::neg after each relu of every graph, then flatten: ids and names unique") {
+  TracedReluNet f;
+  auto& [net, x, t] = f;
+  const std::vector<G::Expr*> relus = t.graph().get_function_by_type(F::relu).as_list();
+  REQUIRE(relus.size() == 3);
+  for (G::Expr* e : relus) {
+    G::Graph& g = *e->top_graph();
+    G::Node* neg = nullptr;
+    {
+      auto scope = G::insert_exprs(g, e);
+      neg = F::neg(tmod::Sym(e->output())).node();
+    }
+    G::replace_node(g, {{e->output(), neg}});
+  }
+  tmod::TracedModule flat = t.flatten();
+  const G::Graph& g = flat.graph();
+  CHECK(g.graphs(true).size() == 1);
+  CHECK(g.get_function_by_type(F::neg).as_count() == 3);
+  std::set<std::int64_t> expr_ids, node_ids;
+  std::set<std::string> names;
+  std::size_t nodes = 0;
+  for (const G::Expr* e : g.exprs(true)) {
+    CHECK(expr_ids.insert(e->id()).second);
+    for (const G::Node* n : e->outputs()) {
+      CHECK(node_ids.insert(n->id()).second);
+      CHECK(names.insert(n->name()).second);
+      ++nodes;
+    }
+  }
+  CHECK(names.size() == nodes);
+  CHECK_NOTHROW(tmod::check(g));
+  const auto blk = [](const ReluBlock& b, const tmod::Tensor& in) { return F::neg(F::relu(b.conv(in))) + 1; };
+  const tmod::Tensor expected = blk(net.b1, F::neg(F::relu(blk(net.b0, x))));
+  CHECK(max_abs_diff(flat(x).tensor(), expected) <= 1e-6);
+  CHECK(max_abs_diff(t(x).tensor(), expected) <= 1e-6);
+}
+
+TEST_CASE("reset_outputs: the output replaced by the input compiles to an empty graph") {
+  TracedReluNet f;
+  auto& [net, x, t] = f;
+  G::Graph& g = t.graph();
+  G::reset_outputs(g, G::NodeTree::leaf(g.inputs()[1]));
+  g.compile();
+  CHECK(g.exprs(false).as_count() == 2);  // the inputs self and x only
+  CHECK(g.graphs(true).size() == 1);
+  CHECK(text(g) == "ReluNet.Graph (self, x) {\n\t\n\treturn x\n}");  // MegEngine prints the empty expr list too
+  CHECK(!g.names().taken("b0_out"));
+  CHECK_NOTHROW(tmod::check(g));
+  CHECK(max_abs_diff(t(x).tensor(), x) == 0);
 }

@@ -262,6 +262,11 @@ class Graph {
   /// getattrs into the first one, then deletes every expr the outputs do not depend on (their
   /// names become free again). Not recursive: each graph is compiled on its own.
   void compile();
+  /// Renames the graph (MegEngine's `graph.name = ...`). A sub-graph's name lives in its parent's
+  /// namespace (a taken name is refused) and its qualname, a module path, stays. The top graph's
+  /// name is the root of every qualname: they all change with it ("ResNet.layer1" -> "Top.layer1").
+  /// A non-identifier is refused; on a graph_error nothing changes.
+  void set_name(const std::string& name);
 
   /// Where create_* put new exprs: before `pos` (end() appends).
   void set_insert_point(expr_list::const_iterator pos) { insert_point_ = pos; }
@@ -885,6 +890,9 @@ inline void Graph::rename_unique(Node* n, std::string_view base) {
 }
 
 inline void Graph::compile() {
+  // Only a graph that changes is re-planned: ResNet-18's stage graphs stay planned when their blocks
+  // are compiled.
+  bool edited = false;
   // Getattr chains and duplicates: `getattr(getattr(self, "a"), "b")` becomes `getattr(self, "a.b")`.
   std::unordered_map<std::string, Node*> first;  // "<base id>/<path>" of the first getattr
   for (const auto& up : exprs_) {
@@ -899,10 +907,14 @@ inline void Graph::compile() {
       users.erase(std::find(users.begin(), users.end(), &e));
       e.inputs_.front() = root;
       root->users_.push_back(&e);
+      edited = true;
     }
     const std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(e.inputs_.front())) + "/" + e.target_;
     const auto [it, fresh] = first.emplace(key, e.output());
-    if (!fresh) replace_all_uses(e.output(), it->second);
+    if (!fresh) {
+      replace_all_uses(e.output(), it->second);
+      edited = true;
+    }
   }
   // Dead exprs: everything the outputs do not depend on, found walking back from them.
   std::unordered_set<const Expr*> live;
@@ -926,7 +938,34 @@ inline void Graph::compile() {
     for (const auto& out : dead->outputs_) ns_.release(out->name_);
     if (insert_point_ && *insert_point_ == it) insert_point_ = std::next(it);
     it = exprs_.erase(it);
+    edited = true;
   }
+  if (edited) changed();
+}
+
+inline void Graph::set_name(const std::string& name) {
+  if (NameSpace::sanitize(name) != name || NameSpace::is_reserved(name))
+    throw graph_error("Graph.set_name: '" + name + "' is not a valid graph name (an identifier that is no C++ keyword)");
+  if (name == name_) return;
+  if (parent_ != nullptr) {
+    if (parent_->ns_.taken(name))
+      throw graph_error("Graph.set_name: the name '" + name + "' is already used in " + parent_->name_ + ".Graph");
+    parent_->ns_.release(name_);
+    parent_->ns_.claim(name, this);
+    name_ = name;
+    return;
+  }
+  const std::string old = qualname_;
+  const auto requalify = [&](std::string& q) {
+    if (q == old || (q.size() > old.size() && q.compare(0, old.size(), old) == 0 && q[old.size()] == '.'))
+      q = name + q.substr(old.size());
+  };
+  for (Graph* g : graphs(true)) {
+    requalify(g->qualname_);
+    for (Expr* e : g->exprs(false))
+      for (Node* n : e->outputs()) requalify(n->qualname_);
+  }
+  name_ = name;
   changed();
 }
 

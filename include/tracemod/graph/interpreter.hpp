@@ -66,6 +66,8 @@ class ExecutionPlan {
  public:
   explicit ExecutionPlan(const Graph& g) : graph_(g) {
     std::unordered_map<const Node*, std::uint32_t> slot_of;
+    slot_of.reserve(g.inputs_.size() + 2 * g.exprs_.size());
+    steps_.reserve(g.exprs_.size());
     const auto slot = [&](const Node* n) {
       const auto [it, fresh] = slot_of.emplace(n, static_cast<std::uint32_t>(slot_of.size()));
       return it->second;

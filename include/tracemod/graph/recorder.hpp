@@ -54,7 +54,8 @@ class ModuleTracer {
 class Recorder {
  public:
   /// Records into `graph`, whose `self` is `self_node`, for the forward of `module` (null: none, as
-  /// in surgery on a graph whose module is not at hand).
+  /// in surgery on a graph whose module is not at hand). A null `index` with a tracer is asked of
+  /// the tracer when a sub-module is first called (surgery scopes rarely call one).
   Recorder(Graph& graph, ModuleNode* self_node, const Module* module, ModuleTracer* tracer,
            const AttributeIndex* index)
       : graph_(graph), self_(self_node), module_(module), tracer_(tracer), index_(index) {
@@ -106,6 +107,7 @@ class Recorder {
   /// The getattr node of a sub-module (recorded on first use); throws if it is no attribute.
   ModuleNode* module_node(const Module& m) {
     std::string path;
+    if (index_ == nullptr && tracer_ != nullptr && module_ != nullptr) index_ = &tracer_->index_of(*module_);
     if (index_ != nullptr)
       if (const auto it = index_->modules.find(&m); it != index_->modules.end()) path = it->second;
     if (path.empty())

@@ -309,10 +309,15 @@ template <class M, class... A>
   requires std::derived_from<M, Module> && (detail::involves_sym<A> || ...)
 auto tracemod_call_module(const M& m, const A&... args) {
   Recorder& r = Recorder::current(std::string(m.type_name()));
-  if constexpr (nn::is_builtin_module_v<M>)
+  if constexpr (nn::is_builtin_module_v<M>) {
     return detail::record_builtin_call(r, m, args...);
-  else
+  } else {
+    // A user module made builtin with tmod::register_as_builtin (one tensor out) stays opaque too.
+    using R = std::remove_cvref_t<decltype(m.forward(std::declval<const detail::callee_arg_t<A>&>()...))>;
+    if constexpr (std::same_as<R, Sym>)
+      if (m.is_builtin()) return detail::record_builtin_call(r, m, args...);
     return detail::record_user_call(r, m, args...);
+  }
 }
 
 // ---- operators --------------------------------------------------------------------------------

@@ -262,6 +262,19 @@ class Reader {
     std::vector<std::unique_ptr<Module>> built(ms.size());
     std::vector<bool> claimed(ms.size(), false);
     std::vector<TracedModule*> traced;
+    // Attribute paths for messages ("layer1.0.conv1"), parents first; a malformed tree is
+    // reported below, where it is checked.
+    std::vector<std::string> paths(ms.size());
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      if (!ms[i].is_object() || !ms[i].contains("attrs") || !ms[i]["attrs"].is_array()) continue;
+      for (const json& a : ms[i]["attrs"])
+        if (a.is_object() && a.contains("module") && a["module"].is_number_unsigned() && a.contains("name") &&
+            a["name"].is_string()) {
+          const auto c = a["module"].get<std::uint64_t>();
+          if (c > i && c < ms.size())
+            paths[c] = (paths[i].empty() ? "" : paths[i] + ".") + a["name"].get<std::string>();
+        }
+    }
     // Children have larger indices than their parents: build from the leaves up.
     for (std::size_t i = ms.size(); i-- > 0;) {
       where_ = "module " + std::to_string(i);
@@ -319,6 +332,13 @@ class Reader {
           const Tensor& t = tensors_[index(json{{"t", ts[k][1]}}, "t", tensors_.size(), "tensor")];
           own[k].second = t;
         }
+        // The saved tensors must have the shapes the config gives (a kernel would read past them).
+        if (b->tensor_shapes)
+          for (const auto& [name, shape] : b->tensor_shapes(*m))
+            for (const auto& [own_name, own_tensor] : own)
+              if (own_name == name && own_tensor.shape() != shape)
+                fail("module '" + paths[i] + "' (" + type + "): tensor '" + name + "' has shape " +
+                     own_tensor.shape().to_string() + ", but its config gives " + shape.to_string());
       } else {
         fail("unknown module kind '" + kind + "'");
       }

@@ -41,6 +41,9 @@ struct builtin_entry {
   std::function<std::unique_ptr<Module>(const Value&)> make;
   /// How a call commutes with scaling its input, from the module's `scaling` (none if it has none).
   functional::scale_rule scaling = functional::scale_rule::none;
+  /// The shape each named tensor must have for the module's config (load checks the saved tensors
+  /// against it); empty for modules whose tensors the config does not size.
+  std::function<std::vector<std::pair<std::string, Shape>>(const Module&)> tensor_shapes;
 };
 
 class builtin_registry {
@@ -135,6 +138,28 @@ inline void apply_conv_config(Conv2d& m, const Value& c) {
   m = std::move(checked);
 }
 
+/// The tensor shapes a config implies (the constructors' allocations), by tensor name.
+using tensor_shape_list = std::vector<std::pair<std::string, Shape>>;
+inline tensor_shape_list conv_tensor_shapes(const Conv2d& m, const std::string& prefix = "") {
+  const std::int64_t groups = m.groups > 0 ? m.groups : 1;
+  tensor_shape_list v{{prefix + "weight", Shape{m.out_channels, m.in_channels / groups, m.kernel_size.h, m.kernel_size.w}}};
+  if (m.bias.defined()) v.emplace_back(prefix + "bias", Shape{m.out_channels});
+  return v;
+}
+inline tensor_shape_list bn_tensor_shapes(const BatchNorm2d& m, const std::string& prefix = "") {
+  tensor_shape_list v;
+  if (m.weight.defined()) v.emplace_back(prefix + "weight", Shape{m.num_features});
+  if (m.bias.defined()) v.emplace_back(prefix + "bias", Shape{m.num_features});
+  if (m.running_mean.defined()) v.emplace_back(prefix + "running_mean", Shape{m.num_features});
+  if (m.running_var.defined()) v.emplace_back(prefix + "running_var", Shape{m.num_features});
+  if (m.num_batches_tracked.defined()) v.emplace_back(prefix + "num_batches_tracked", Shape{});
+  return v;
+}
+template <class M, class F>
+std::function<tensor_shape_list(const Module&)> shapes_of(F f) {
+  return [f](const Module& m) { return f(dynamic_cast<const M&>(m)); };
+}
+
 inline Value bn_config(const BatchNorm2d& m) {
   return Value::dict({{"num_features", m.num_features}, {"eps", m.eps},
                       {"momentum", m.momentum ? Value(*m.momentum) : Value(none)}, {"affine", m.affine},
@@ -174,29 +199,40 @@ inline builtin_registry::builtin_registry() {
   using detail::params_from_config;
   using functional::pair2;
   const auto add = [&](builtin_entry e) { entries_.push_back(std::make_unique<builtin_entry>(std::move(e))); };
-  add(entry<Conv2d>("Conv2d", &detail::conv_config, [](const Value& c) -> std::unique_ptr<Module> {
-    auto m = std::make_unique<Conv2d>(1, 1, 1);
-    detail::apply_conv_config(*m, c);
-    return m;
-  }));
-  add(entry<BatchNorm2d>("BatchNorm2d", &detail::bn_config, [](const Value& c) -> std::unique_ptr<Module> {
-    auto m = std::make_unique<BatchNorm2d>(0);
-    detail::apply_bn_config(*m, c);
-    return m;
-  }));
-  add(entry<Linear>(
-      "Linear",
-      [](const Linear& m) {
-        return Value::dict({{"in_features", m.in_features}, {"out_features", m.out_features},
-                            {"bias", m.bias.defined()}});
-      },
-      [](const Value& c) -> std::unique_ptr<Module> {
-        auto m = std::make_unique<Linear>(1, 1, config_field<bool>(c, "Linear", "bias"));  // replaced on load
-        m->in_features = config_field<std::int64_t>(c, "Linear", "in_features");
-        m->out_features = config_field<std::int64_t>(c, "Linear", "out_features");
-        if (m->in_features < 0 || m->out_features < 0) throw value_error("Linear: negative feature count");
-        return m;
-      }));
+  const auto sized = [](builtin_entry e, std::function<detail::tensor_shape_list(const Module&)> shapes) {
+    e.tensor_shapes = std::move(shapes);
+    return e;
+  };
+  add(sized(entry<Conv2d>("Conv2d", &detail::conv_config, [](const Value& c) -> std::unique_ptr<Module> {
+              auto m = std::make_unique<Conv2d>(1, 1, 1);
+              detail::apply_conv_config(*m, c);
+              return m;
+            }),
+            detail::shapes_of<Conv2d>([](const Conv2d& m) { return detail::conv_tensor_shapes(m); })));
+  add(sized(entry<BatchNorm2d>("BatchNorm2d", &detail::bn_config, [](const Value& c) -> std::unique_ptr<Module> {
+              auto m = std::make_unique<BatchNorm2d>(0);
+              detail::apply_bn_config(*m, c);
+              return m;
+            }),
+            detail::shapes_of<BatchNorm2d>([](const BatchNorm2d& m) { return detail::bn_tensor_shapes(m); })));
+  add(sized(entry<Linear>(
+                "Linear",
+                [](const Linear& m) {
+                  return Value::dict({{"in_features", m.in_features}, {"out_features", m.out_features},
+                                      {"bias", m.bias.defined()}});
+                },
+                [](const Value& c) -> std::unique_ptr<Module> {
+                  auto m = std::make_unique<Linear>(1, 1, config_field<bool>(c, "Linear", "bias"));  // replaced on load
+                  m->in_features = config_field<std::int64_t>(c, "Linear", "in_features");
+                  m->out_features = config_field<std::int64_t>(c, "Linear", "out_features");
+                  if (m->in_features < 0 || m->out_features < 0) throw value_error("Linear: negative feature count");
+                  return m;
+                }),
+            detail::shapes_of<Linear>([](const Linear& m) {
+              detail::tensor_shape_list v{{"weight", Shape{m.out_features, m.in_features}}};
+              if (m.bias.defined()) v.emplace_back("bias", Shape{m.out_features});
+              return v;
+            })));
   add(entry<ReLU>(
       "ReLU", [](const ReLU&) { return Value::dict({}); },
       [](const Value&) -> std::unique_ptr<Module> { return std::make_unique<ReLU>(); }));
@@ -243,7 +279,7 @@ inline builtin_registry::builtin_registry() {
         return std::make_unique<Dropout>(config_field<double>(c, "Dropout", "p"));
       }));
   const auto fused = [&]<class F>(std::string name) {
-    add(entry<F>(
+    add(sized(entry<F>(
         std::move(name),
         [](const F& m) { return Value::dict({{"conv", detail::conv_config(m.conv)}, {"bn", detail::bn_config(m.bn)}}); },
         [](const Value& c) -> std::unique_ptr<Module> {
@@ -251,7 +287,12 @@ inline builtin_registry::builtin_registry() {
           detail::apply_conv_config(m->conv, c.at("conv"));
           detail::apply_bn_config(m->bn, c.at("bn"));
           return m;
-        }));
+        }),
+        detail::shapes_of<F>([](const F& m) {
+          detail::tensor_shape_list v = detail::conv_tensor_shapes(m.conv, "conv.");
+          for (auto& s : detail::bn_tensor_shapes(m.bn, "bn.")) v.push_back(std::move(s));
+          return v;
+        })));
   };
   fused.template operator()<ConvBn2d>("ConvBn2d");
   fused.template operator()<ConvBnRelu2d>("ConvBnRelu2d");

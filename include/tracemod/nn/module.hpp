@@ -224,20 +224,33 @@ class Module {
   [[nodiscard]] std::vector<detail::member_slot> own_members() const {
     std::vector<detail::member_slot> slots;
     tracemod_members_(slots);
-    for (const detail::dynamic_attr& d : dynamic_) {
-      detail::member_slot s{d.name, member_kind::module, nullptr, nullptr, false};
-      if (const auto* p = std::get_if<Parameter>(&d.value)) {
-        s.kind = member_kind::parameter;
-        s.tensor = const_cast<Parameter*>(p);
-      } else if (const auto* b = std::get_if<Buffer>(&d.value)) {
-        s.kind = member_kind::buffer;
-        s.tensor = const_cast<Buffer*>(b);
-      } else {
-        s.module = &std::get<detail::module_box>(d.value).get();
-      }
-      slots.push_back(std::move(s));
-    }
+    for (const detail::dynamic_attr& d : dynamic_) slots.push_back(dynamic_slot_of(d));
     return slots;
+  }
+  static detail::member_slot dynamic_slot_of(const detail::dynamic_attr& d) {
+    detail::member_slot s{d.name, member_kind::module, nullptr, nullptr, false};
+    if (const auto* p = std::get_if<Parameter>(&d.value)) {
+      s.kind = member_kind::parameter;
+      s.tensor = const_cast<Parameter*>(p);
+    } else if (const auto* b = std::get_if<Buffer>(&d.value)) {
+      s.kind = member_kind::buffer;
+      s.tensor = const_cast<Buffer*>(b);
+    } else {
+      s.module = &std::get<detail::module_box>(d.value).get();
+    }
+    return s;
+  }
+  /// The own member `name`. Dynamic members are looked at first, without listing the reflected ones
+  /// (a traced module has dynamic members only; the interpreter's getattrs land here): a dynamic
+  /// name never shadows a reflected one, since setattr of a reflected name assigns the member.
+  [[nodiscard]] std::optional<detail::member_slot> own_member(std::string_view name) const {
+    for (const detail::dynamic_attr& d : dynamic_)
+      if (d.name == name) return dynamic_slot_of(d);
+    std::vector<detail::member_slot> slots;
+    tracemod_members_(slots);
+    for (detail::member_slot& s : slots)
+      if (s.name == name) return std::move(s);
+    return std::nullopt;
   }
 
   /// Calls f(path, module) for this module and (if recursive) every descendant, pre-order. Iterative,
@@ -341,9 +354,8 @@ class Module {
         why = "empty component in the path";
         return nullptr;
       }
-      const auto slots = m->own_members();
-      const auto it = std::find_if(slots.begin(), slots.end(), [&](const auto& s) { return s.name == part; });
-      if (it == slots.end()) {
+      const auto it = m->own_member(part);
+      if (!it) {
         why = describe(*m, walked) + " has no attribute '" + std::string(part) + "'";
         return nullptr;
       }
@@ -366,16 +378,15 @@ class Module {
     std::string_view leaf;
     const Module* parent = find_parent(path, leaf, why);
     if (parent == nullptr) return std::nullopt;
-    auto slots = parent->own_members();
-    const auto it = std::find_if(slots.begin(), slots.end(), [&](const auto& s) { return s.name == leaf; });
-    if (it == slots.end()) {
+    if (auto slot = parent->own_member(leaf)) return slot;
+    {
+      const auto slots = parent->own_members();
       std::string known;
       for (const auto& s : slots) known += (known.empty() ? "" : ", ") + s.name;
       why = describe(*parent, path.substr(0, path.size() - leaf.size() - (path.size() > leaf.size() ? 1 : 0))) +
             " has no attribute '" + std::string(leaf) + "' (it has: " + (known.empty() ? "nothing" : known) + ")";
       return std::nullopt;
     }
-    return std::move(*it);
   }
 
   [[nodiscard]] detail::member_slot find_or_throw(std::string_view path, std::string_view api) const {

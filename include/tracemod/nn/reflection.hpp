@@ -213,6 +213,14 @@ void assign_module(Class& self, Module&& source) {
     throw module_error(std::string(Class::tracemod_type_name) + " is not assignable, so setattr cannot replace it");
 }
 
+/// A user module class made builtin at run time by tmod::register_as_builtin<Class>() (graph layer,
+/// which can infer shapes by recording): its erased call and shape inference. Null until then.
+template <class Class>
+struct registered_builtin {
+  static inline Tensor (*call)(const Class&, std::span<const Tensor>) = nullptr;
+  static inline Shape (*infer_shape)(const Class&, std::span<const Shape>) = nullptr;
+};
+
 /// A builtin module's forward on 1 or 2 tensors, chosen at run time from the input count.
 template <class Class>
 Tensor call_erased(const Class& self, std::span<const Tensor> in) {
@@ -225,6 +233,7 @@ Tensor call_erased(const Class& self, std::span<const Tensor> in) {
     throw module_error(std::string(Class::tracemod_type_name) + ": forward does not take " + std::to_string(in.size()) +
                        " tensor" + (in.size() == 1 ? "" : "s"));
   } else {
+    if (const auto call = registered_builtin<Class>::call) return call(self, in);
     throw module_error(std::string(Class::tracemod_type_name) + " is not a builtin module: its forward is traced");
   }
 }
@@ -240,6 +249,7 @@ Shape infer_shape_erased(const Class& self, std::span<const Shape> in) {
     throw module_error(std::string(Class::tracemod_type_name) + ": forward does not take " + std::to_string(in.size()) +
                        " tensor" + (in.size() == 1 ? "" : "s"));
   } else {
+    if (const auto infer = registered_builtin<Class>::infer_shape) return infer(self, in);
     throw module_error(std::string(Class::tracemod_type_name) + " is not a builtin module: it has no shape inference");
   }
 }
@@ -263,7 +273,9 @@ Self clone_as(const Class& self) {
   static constexpr ::std::string_view tracemod_type_name = TypeName;                                 \
   static constexpr bool builtin = Builtin;                                                           \
   [[nodiscard]] ::std::string_view type_name() const override { return tracemod_type_name; }        \
-  [[nodiscard]] bool is_builtin() const noexcept override { return builtin; }                        \
+  [[nodiscard]] bool is_builtin() const noexcept override {                                          \
+    return builtin || ::tracemod::detail::registered_builtin<Class>::call != nullptr;                \
+  }                                                                                                  \
   template <class... TracemodArgs>                                                                   \
   decltype(auto) operator()(const TracemodArgs&... tracemod_args) const {                            \
     return ::tracemod::detail::call_module(*this, tracemod_args...);                                 \

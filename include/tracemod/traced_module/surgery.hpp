@@ -13,11 +13,14 @@
 #include <tracemod/graph/graph.hpp>
 #include <tracemod/graph/recorder.hpp>
 #include <tracemod/graph/sym.hpp>
+#include <tracemod/traced_module/trace_module.hpp>
 #include <tracemod/traced_module/traced_module.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <memory>
+#include <unordered_map>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -91,7 +94,12 @@ inline void require_top_graph(const Graph& g, std::string_view what) {
 }  // namespace detail
 
 /// The scope returned by insert_exprs: while it lives, Sym arguments record into its graph.
-class InsertScope {
+///
+/// It is also the tracer of user modules called in it (as trace_module's session is): a user module
+/// attached with setattr to the graph's traced module and called with Syms (`neg(tmod::Sym(x))`,
+/// with `neg` the module itself, typed) is traced into a graph of its own, one per signature, as a
+/// fresh TracedModule tree standing for it; on commit that tree replaces the attribute.
+class InsertScope final : private ModuleTracer {
  public:
   InsertScope(Graph& g, const Expr* after) : graph_(g), after_(after), uncaught_(std::uncaught_exceptions()) {
     if (after != nullptr && after->kind() != ExprKind::input && !g.contains(after))
@@ -103,7 +111,8 @@ class InsertScope {
     auto& list = graph_access::exprs(g);
     if (!list.empty()) last_old_ = std::prev(list.end());
     g.reset_insert_point();  // record at the end; moved into place on exit
-    recorder_.emplace(g, static_cast<ModuleNode*>(inputs.front()), g.owner(), nullptr, nullptr);
+    // No index: the recorder asks index_of for one when a module is called (most scopes never do).
+    recorder_.emplace(g, static_cast<ModuleNode*>(inputs.front()), g.owner(), static_cast<ModuleTracer*>(this), nullptr);
   }
   InsertScope(const InsertScope&) = delete;
   InsertScope& operator=(const InsertScope&) = delete;
@@ -123,7 +132,51 @@ class InsertScope {
     return last_old_ ? std::next(*last_old_) : list.begin();
   }
 
+  // ---- ModuleTracer: user modules called in the scope --------------------------------------------
+  Graph* find_graph(const Module& module, const std::string& signature) override {
+    return traced_of(module).graph_for(signature);
+  }
+  Graph& add_graph(const Module& module, const std::string& signature, std::string name, std::string qualname) override {
+    TracedModule& tm = traced_of(module);
+    Graph& g = tm.add_graph(signature, std::make_unique<Graph>(std::move(name), std::move(qualname), &tm));
+    new_graphs_.push_back(&g);
+    return g;
+  }
+  const AttributeIndex& index_of(const Module& module) override {
+    if (&module == graph_.owner()) {
+      if (!owner_index_) {
+        // Modules only: a plain tensor argument stays a Constant inside the scope (attributes are
+        // read with graph::attr).
+        owner_index_.emplace(module);
+        owner_index_->tensors.clear();
+      }
+      return *owner_index_;
+    }
+    auto& slot = indexes_[&module];
+    if (!slot) slot = std::make_unique<AttributeIndex>(module);
+    return *slot;
+  }
+
+  /// The traced tree standing for `module`: made on its first call when it is an attribute of the
+  /// graph's module (its sub-modules are mapped with it).
+  TracedModule& traced_of(const Module& module) {
+    if (const auto it = traced_.find(&module); it != traced_.end()) return *it->second;
+    const auto path = [&]() -> const std::string* {
+      if (graph_.owner() == nullptr) return nullptr;
+      const AttributeIndex& owner = index_of(*graph_.owner());
+      const auto it = owner.modules.find(&module);
+      return it == owner.modules.end() ? nullptr : &it->second;
+    }();
+    if (path == nullptr)
+      throw graph_error("insert_exprs: a " + std::string(module.type_name()) + " module called in the scope is not an " +
+                        "attribute of " + graph_.name() + ".Graph's module; attach it with setattr first");
+    converted_.emplace_back(*path, ::tracemod::detail::make_traced_tree(module, traced_));
+    return *converted_.back().second;
+  }
+
   void rollback() noexcept {
+    for (const Graph* sub : new_graphs_)
+      if (sub->top_graph() == &graph_) graph_.names().release(sub->name());
     auto& list = graph_access::exprs(graph_);
     // Last first: a new expr's outputs are used by later new exprs only.
     while (first_new() != list.end()) {
@@ -139,6 +192,10 @@ class InsertScope {
   }
 
   void commit() noexcept {
+    // The traced trees of user modules called in the scope replace the modules (whose sub-graphs are
+    // compiled as trace_module compiles every graph).
+    for (auto& [path, tree] : converted_) graph_.owner()->setattr(path, std::unique_ptr<Module>(std::move(tree)));
+    for (Graph* sub : new_graphs_) sub->compile();
     auto& list = graph_access::exprs(graph_);
     const auto first = first_new();
     if (first == list.end()) return;
@@ -164,6 +221,11 @@ class InsertScope {
         expr_access::set_id(*up, next_expr++);
         for (Node* n : up->outputs()) node_access::set_id(*n, next_node++);
       }
+    for (const Graph* sub : new_graphs_)
+      for (Expr* e : sub->exprs(false)) {
+        expr_access::set_id(*e, next_expr++);
+        for (Node* n : e->outputs()) node_access::set_id(*n, next_node++);
+      }
     detail::set_next_ids(graph_, {next_node, next_expr});
     graph_.changed();
     // A broken invariant here is a bug of this file: debug builds stop on it (the destructor
@@ -175,6 +237,11 @@ class InsertScope {
   const Expr* after_;
   int uncaught_;
   std::optional<Graph::expr_list::iterator> last_old_;
+  std::optional<AttributeIndex> owner_index_;
+  std::unordered_map<const Module*, TracedModule*> traced_;
+  std::vector<std::pair<std::string, std::unique_ptr<TracedModule>>> converted_;
+  std::unordered_map<const Module*, std::unique_ptr<AttributeIndex>> indexes_;
+  std::vector<Graph*> new_graphs_;
   std::optional<Recorder> recorder_;
 };
 
@@ -232,6 +299,10 @@ Sym call(const Sym& module, const A&... args) {
   } else {
     const auto* holder = dynamic_cast<const GraphHolder*>(m);
     const Graph* sub = holder != nullptr ? holder->graph_for(signature) : nullptr;
+    if (holder == nullptr)
+      throw graph_error("call: " + module.describe() + " is a " + std::string(m->type_name()) +
+                        " user module, traced when called with its type: call the module itself on Syms, e.g. "
+                        "traced.getattr(path).as<" + std::string(m->type_name()) + ">()(tmod::Sym(x))");
     if (sub == nullptr)
       throw graph_error("call: " + module.describe() + " (" + std::string(m->type_name()) +
                         ") has no graph for forward" + signature);
