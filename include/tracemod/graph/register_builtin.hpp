@@ -93,9 +93,11 @@ const nn::builtin_entry& register_as_builtin(std::function<Value(const M&)> conf
     else
       throw value_error("register_as_builtin<" + name + ">: the class is not default-constructible; pass `make`");
   }
-  const nn::builtin_entry& entry = nn::builtin_registry::instance().add(nn::builtin_entry{
-      name, [config](const Module& m) { return config(dynamic_cast<const M&>(m)); },
-      [make](const Value& c) -> std::unique_ptr<Module> { return make(c); }, {}});
+  nn::builtin_entry registered;  // no scaling rule and no tensor shapes: the class declares neither
+  registered.type_name = name;
+  registered.config = [config](const Module& m) { return config(dynamic_cast<const M&>(m)); };
+  registered.make = [make](const Value& c) -> std::unique_ptr<Module> { return make(c); };
+  const nn::builtin_entry& entry = nn::builtin_registry::instance().add(std::move(registered));
   detail::registered_builtin<M>::infer_shape = &detail::registered_infer_shape<M>;
   detail::registered_builtin<M>::call = &detail::registered_call<M>;
   return entry;
