@@ -178,3 +178,37 @@ TEST_CASE("onnx import: every unsupported op, attribute and element type is list
     CHECK(what.find("element type DOUBLE") != std::string::npos);
   }
 }
+
+namespace {
+
+/// The two fused ops of the conv epilogue and of elementwise fusion, which export unfused.
+struct FusedOps : tmod::Module {
+  tmod::Parameter weight{tmod::randn({4, 4, 3, 3}, 21)};
+  tmod::Parameter bias{tmod::randn({4}, 22)};
+  tmod::Parameter shift{tmod::randn({4, 1, 1}, 23)};
+  TM_MODULE(FusedOps, weight, bias, shift)
+  auto forward(const auto& x) const {
+    namespace F = tracemod::functional;
+    auto y = F::conv_bias_activation(x, weight, bias, x, 1, 1, 1, 1, "relu6");
+    auto z = F::conv_bias_activation(y, weight, tmod::none, tmod::none, 1, 1, 1, 1, "relu");
+    return F::fused_elementwise(std::make_tuple(z, shift, y), "maximum(relu6(x0 * 0.5 - x1), -x2) / 2 + tanh(x1)");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("onnx round trip: conv_bias_activation and elemwise.fused export as the ops they fuse") {
+  FusedOps m;
+  const tmod::Tensor x = tmod::randn({2, 4, 6, 6}, 24);
+  tmod::TracedModule traced = tmod::trace_module(m, x);
+  const auto path = scratch("fused_ops.onnx");
+  tmod::onnx::export_model(traced, path, {.opset = 13, .dynamic_batch = true});
+  tmod::TracedModule imported = tmod::onnx::import_model(path, {.dims = {{"batch", 2}}});
+  // An independent reference: the same computation with the unfused functional ops.
+  namespace F = tracemod::functional;
+  const tmod::Tensor y = F::relu6(F::conv2d(x, m.weight, m.bias, 1, 1) + x);
+  const tmod::Tensor z = F::relu(F::conv2d(y, m.weight, tmod::none, 1, 1));
+  const tmod::Tensor expected = F::maximum(F::relu6(z * 0.5f - m.shift), -y) / 2.f + F::tanh(m.shift);
+  CHECK(max_rel_diff(expected, traced(x).tensor()) <= 1e-5);
+  CHECK(max_rel_diff(expected, imported(x).tensor()) <= 1e-5);
+}

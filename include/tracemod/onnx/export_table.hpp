@@ -4,7 +4,9 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/functional/fused_elementwise.hpp>
 #include <tracemod/functional/registry.hpp>
+#include <tracemod/kernels/conv2d.hpp>
 #include <tracemod/nn/builtin_registry.hpp>
 #include <tracemod/onnx/emitter.hpp>
 
@@ -158,6 +160,52 @@ inline constexpr std::array<std::array<std::string_view, 2>, 14> elemwise_modes{
     {"Add", "Relu"}, {"Add", "Sigmoid"}, {"Add", "Tanh"},
 }};
 
+/// A fused elementwise program, unfused again: one ONNX node per instruction of the postfix code.
+inline void emit_fused_elementwise(Emitter& e, const F::fused_program& program, const Call& c) {
+  using opcode = F::fused_program::opcode;
+  const auto& code = program.code();
+  std::vector<std::string> stack;
+  for (std::size_t k = 0; k < code.size(); ++k) {
+    const F::fused_program::instruction& i = code[k];
+    const bool last = k + 1 == code.size();
+    const std::string out = last ? c.out : e.fresh(c.out + "_f");
+    const auto unary = [&](const std::string& onnx_op) {
+      const std::string x = stack.back();
+      stack.back() = e.node1(onnx_op, {x}, out);
+    };
+    const auto binary = [&](const std::string& onnx_op) {
+      const std::string b = stack.back();
+      stack.pop_back();
+      const std::string a = stack.back();
+      stack.back() = e.node1(onnx_op, {a, b}, out);
+    };
+    switch (i.op) {
+      case opcode::input: {
+        const std::string& x = c.in[0].list.at(static_cast<std::size_t>(i.input)).name;
+        stack.push_back(last ? e.node1("Identity", {x}, out) : x);
+        break;
+      }
+      case opcode::constant: stack.push_back(last ? e.node1("Identity", {e.scalar(i.value)}, out) : e.scalar(i.value)); break;
+      case opcode::neg: unary("Neg"); break;
+      case opcode::relu: unary("Relu"); break;
+      case opcode::relu6: {
+        const std::string x = stack.back();
+        stack.back() = e.node1("Clip", {x, e.scalar(0.0), e.scalar(6.0)}, out);
+        break;
+      }
+      case opcode::exp: unary("Exp"); break;
+      case opcode::sigmoid: unary("Sigmoid"); break;
+      case opcode::tanh: unary("Tanh"); break;
+      case opcode::add: binary("Add"); break;
+      case opcode::sub: binary("Sub"); break;
+      case opcode::mul: binary("Mul"); break;
+      case opcode::div: binary("Div"); break;
+      case opcode::minimum: binary("Min"); break;
+      case opcode::maximum: binary("Max"); break;
+    }
+  }
+}
+
 // ---- the tables ------------------------------------------------------------------------------------
 
 template <class Op>
@@ -184,6 +232,23 @@ inline const std::vector<std::pair<std::string, op_exporter>>& op_table() {
       });
     t.push_back(op<F::relu6_fn>([](Emitter& e, const F::no_params&, const Call& c) {
       e.node("Clip", {c.in[0].name, e.scalar(0.0), e.scalar(6.0)}, {c.out});
+    }));
+    t.push_back(op<F::conv_bias_activation_fn>(
+        [](Emitter& e, const F::conv_bias_activation_params& p, const Call& c) {
+          // Conv, then Add of the residual z, then the activation: the three ops the kernel fuses.
+          const F::conv2d_params conv{p.stride, p.padding, p.dilation, p.groups};
+          const kernels::activation act = F::conv_bias_activation_fn::activation_of(p.nonlinear_mode);
+          const bool residual = c.in[3].kind == Operand::Kind::tensor;
+          const bool activated = act != kernels::activation::none;
+          const std::string conv_out = residual || activated ? e.fresh(c.out + "_conv") : c.out;
+          emit_conv(e, conv, c.in[0].name, c.in[1].name, c.in[1].shape, optional_name(c.in[2]), conv_out);
+          std::string y = conv_out;
+          if (residual) y = e.node1("Add", {y, c.in[3].name}, activated ? e.fresh(c.out + "_add") : c.out);
+          if (act == kernels::activation::relu) e.node("Relu", {y}, {c.out});
+          if (act == kernels::activation::relu6) e.node("Clip", {y, e.scalar(0.0), e.scalar(6.0)}, {c.out});
+        }));
+    t.push_back(op<F::fused_elementwise_fn>([](Emitter& e, const F::fused_elementwise_params& p, const Call& c) {
+      emit_fused_elementwise(e, F::fused_program::parse(p.expr, F::fused_elementwise_fn::target), c);
     }));
     t.push_back(op<F::conv2d_fn>([](Emitter& e, const F::conv2d_params& p, const Call& c) {
       emit_conv(e, p, c.in[0].name, c.in[1].name, c.in[1].shape, optional_name(c.in[2]), c.out);
