@@ -11,6 +11,7 @@
 #include <tracemod/nn/reflection.hpp>
 #include <tracemod/trace.hpp>
 #include <tracemod/traced_module.hpp>
+#include <tracemod/graph/wrap.hpp>
 
 #include <doctest/doctest.h>
 
@@ -111,6 +112,23 @@ void check_bitwise(const tmod::Tensor& a, const tmod::Tensor& b) {
   REQUIRE(a.shape() == b.shape());
   CHECK(std::ranges::equal(a.values<float>(), b.values<float>()));
 }
+
+/// A wrapped function of two tensors, counting its eager runs (a typed graph must run it as one call).
+int clipped_sum_runs = 0;
+const auto clipped_sum = tmod::wrap<2>("clipped_sum", [](const auto& a, const auto& b) {
+  if constexpr (std::same_as<std::remove_cvref_t<decltype(a)>, tmod::Tensor>) ++clipped_sum_runs;
+  return F::minimum(F::relu(a + b), 6.f);
+});
+
+/// A module calling the wrapped function between ordinary ops.
+struct Wrapping : tmod::Module {
+  TM_MODULE(Wrapping)
+  auto forward(const auto& x) const {
+    auto a = x * 2;
+    auto b = clipped_sum(a, x);
+    return F::neg(b);
+  }
+};
 
 }  // namespace
 
@@ -217,4 +235,35 @@ TEST_CASE("lowering: a graph traced from a lambda has no module tree and is reje
   const auto g = tmod::symbolic_trace([](const auto& x) { return F::relu(x) * 2; }, tmod::spec({2}));
   CHECK_THROWS_AS(tmod::to_traced_module(g), tmod::graph_error);
   CHECK_THROWS_WITH(tmod::to_traced_module(g), doctest::Contains("plain callable"));
+}
+
+TEST_CASE("lowering: a tmod::wrap function is one node of its own op type in the typed graph") {
+  Wrapping m;
+  const auto g = tmod::symbolic_trace(m, tmod::spec({2, 3}));
+  using graph_type = std::remove_cvref_t<decltype(g)>;
+  using clipped_sum_op = tmod::wrapped_op_t<decltype(clipped_sum)>;
+  static_assert(tmod::count_ops<clipped_sum_op, graph_type>() == 1);
+  static_assert(tmod::count_ops<F::relu_fn, graph_type>() == 0, "the wrapped function's own ops are not traced");
+  static_assert(tmod::count_ops<F::neg_fn, graph_type>() == 1);
+
+  // Evaluated as the function itself, once, with the bits of the eager module.
+  const tmod::Tensor x = tmod::randn({2, 3}, 4) * 5.f;
+  const int runs_before = clipped_sum_runs;
+  const tmod::Tensor y = g(x);
+  CHECK(clipped_sum_runs == runs_before + 1);
+  const tmod::Tensor expected = F::neg(F::minimum(F::relu(x * 2 + x), 6.f));
+  check_bitwise(y, expected);
+
+  // Lowered: one CallFunction printed with the function's name, as trace_module records it.
+  const tmod::TracedModule lowered = tmod::to_traced_module(g);
+  CHECK(tmod::graph::to_string(lowered.graph()) ==
+        "Wrapping.Graph (self, x) {\n"
+        "\t%2:\tmul_out = x.__mul__(2, )\n"
+        "\t%3:\tclipped_sum_out = clipped_sum(mul_out, x, )\n"
+        "\t%4:\tneg_out = elemwise.neg(clipped_sum_out, )\n"
+        "\treturn neg_out\n"
+        "}");
+  check_same(lowered, tmod::trace_module(m, x));
+  tmod::TracedModule run = lowered;
+  check_bitwise(run(x), expected);
 }

@@ -10,6 +10,7 @@
 #include <tracemod/functional/param_value.hpp>
 
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -277,6 +278,16 @@ const op_entry& entry_of() {
 template <class Op>
 const op_entry& entry_of(const Op&) {
   return entry_of<Op>();
+}
+
+/// The registry entry of a call of Op with `params`: Op::entry(params) for ops whose entry is only
+/// known at run time (tmod::wrap's functions carry theirs in their params), else entry_of<Op>().
+template <class Op, class P>
+const op_entry& entry_of_call(const P& params) {
+  if constexpr (requires { { Op::entry(params) } -> std::convertible_to<const op_entry&>; })
+    return Op::entry(params);
+  else
+    return entry_of<Op>();
 }
 
 }  // namespace tracemod::functional

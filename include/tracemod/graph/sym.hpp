@@ -142,7 +142,7 @@ template <class Op, class P>
 Node* record_op_call(Recorder& r, const P& params, const std::vector<CallArg>& operands) {
   std::vector<Value> values;
   functional::for_each_param<Op>(params, [&](std::string_view, const auto& v, bool) { values.push_back(functional::to_value(v)); });
-  return r.graph().create_op_call(functional::entry_of<Op>(), operands, values)->output();
+  return r.graph().create_op_call(functional::entry_of_call<Op>(params), operands, values)->output();
 }
 
 /// Forward's return value <-> the nodes of a graph's outputs: Sym, std::tuple / std::pair /

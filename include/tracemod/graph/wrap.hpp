@@ -8,7 +8,13 @@
 // The function takes N tensors (wrap<N>, default 1) and returns one. Its output shape is found
 // without computing anything when it also accepts Syms (a generic lambda: its ops are recorded
 // into a scratch graph), otherwise by running it on zeros of the operands' shapes.
-// Not done: the compile-time tracer (typed graphs) does not know wrapped functions yet.
+//
+// In the compile-time tracer (tmod::symbolic_trace) a call on symbolic tensors becomes one op node
+// of type tmod::wrapped_op_t<decltype(my_relu6)>, which queries name like any op's type and which
+// evaluation runs as the function itself (one call, not its ops); lowering to a TracedModule
+// records the same CallFunction as a Sym call. The node is reached the way every functional op
+// reaches the tracer: tracemod_apply found by argument-dependent lookup, so this header does not
+// include the compile-time layer.
 #pragma once
 
 #include <tracemod/core/error.hpp>
@@ -87,12 +93,49 @@ functional::op_entry wrapped_entry(std::string name, std::shared_ptr<const Fn> f
   return e;
 }
 
+/// The op type of a wrapped function in typed graphs. Its name, shape inference and registry entry
+/// are the wrapped function's, carried in its params (they are known at run time only).
+template <class Fn, std::size_t N>
+struct wrapped_op {
+  struct params {
+    const functional::op_entry* entry = nullptr;
+    std::shared_ptr<const Fn> fn;
+  };
+  static constexpr std::string_view name = "wrapped";  // for diagnostics only: prints use entry()
+  static constexpr std::string_view target = "wrapped";
+  static constexpr functional::call_kind kind = functional::call_kind::function;
+  static constexpr std::array<functional::operand, N> operands = [] {
+    std::array<functional::operand, N> a{};
+    for (functional::operand& o : a) o = {"x", functional::operand_kind::tensor};
+    return a;
+  }();
+  static constexpr std::tuple<> fields{};
+
+  static const functional::op_entry& entry(const params& p) { return *p.entry; }
+
+  template <class... S>
+    requires(sizeof...(S) == N && (std::same_as<S, Shape> && ...))
+  static Shape infer_shape(const params& p, const S&... shapes) {
+    const std::array<functional::erased_shape, N> erased{functional::erased_shape{functional::erased_operand::kind::tensor, shapes, {}}...};
+    return p.entry->infer_shape(nullptr, erased);
+  }
+
+  template <class... T>
+    requires(sizeof...(T) == N)
+  static Tensor eager(const params& p, const T&... tensors) {
+    return Tensor((*p.fn)(Tensor(tensors)...));
+  }
+};
+
 }  // namespace detail
 
 /// A user function made a builtin op (see wrap).
 template <std::size_t N, class Fn>
 class wrapped_function {
  public:
+  /// The op type of its calls in typed graphs (tmod::wrapped_op_t).
+  using op_type = detail::wrapped_op<Fn, N>;
+
   wrapped_function(const functional::op_entry& entry, std::shared_ptr<const Fn> fn) : entry_(&entry), fn_(std::move(fn)) {}
 
   [[nodiscard]] const functional::op_entry& entry() const noexcept { return *entry_; }
@@ -113,6 +156,13 @@ class wrapped_function {
     const std::vector<graph::CallArg> operands{graph::detail::to_arg(r, a)...};
     return graph::Sym(r.graph().create_op_call(*entry_, operands, {})->output());
   }
+  /// Compile-time tracing: one op node of type wrapped_op_t<wrapped_function>.
+  template <class... A>
+    requires(sizeof...(A) == N && !(std::derived_from<A, Tensor> && ...) && !(graph::detail::is_sym_v<A> || ...) &&
+             requires(const typename op_type::params& p, const A&... a) { tracemod_apply(op_type{}, p, a...); })
+  auto operator()(const A&... a) const {
+    return tracemod_apply(op_type{}, typename op_type::params{entry_, fn_}, a...);
+  }
 
  private:
   const functional::op_entry* entry_;
@@ -132,5 +182,10 @@ wrapped_function<N, Fn> wrap(std::string name, Fn fn) {
       functional::op_registry::instance().add(detail::wrapped_entry(std::move(name), shared, std::make_index_sequence<N>{}));
   return wrapped_function<N, Fn>(entry, std::move(shared));
 }
+
+/// The op type that calls of wrapped function W (decltype(my_relu6)) have in typed graphs, e.g. for
+/// tmod::has_op<tmod::wrapped_op_t<decltype(my_relu6)>>(graph).
+template <class W>
+using wrapped_op_t = typename std::remove_cvref_t<W>::op_type;
 
 }  // namespace tracemod
