@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -177,6 +178,33 @@ TEST_CASE("onnx import: every unsupported op, attribute and element type is list
     CHECK(what.find("attribute 'bogus'") != std::string::npos);
     CHECK(what.find("element type DOUBLE") != std::string::npos);
   }
+}
+
+namespace {
+
+/// The message of the E that `f` throws (a failed check if it throws none).
+template <class E, class F>
+std::string message_of(F f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  FAIL("no exception was thrown");
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("onnx import: a file over protobuf's 2 GiB limit is a format_error that says so") {
+  const auto path = scratch("huge.onnx");
+  std::ofstream(path, std::ios::binary).put('\0');
+  std::filesystem::resize_file(path, std::uintmax_t{1} << 31);  // sparse: no disk space, never paged in
+  const std::string what = message_of<tmod::format_error>([&] { (void)tmod::onnx::import_model(path); });
+  CAPTURE(what);
+  CHECK(what.find("2147483648 bytes; protobuf parses at most 2147483647") != std::string::npos);
+  std::filesystem::remove(path);
+  CHECK_THROWS_AS(tmod::onnx::import_model(scratch("missing.onnx")), tmod::format_error);
 }
 
 namespace {
