@@ -4,7 +4,8 @@
 #   cmake/tracemod.sh test   installs what is missing, builds and runs every test (g++, -march=native),
 #                            the kernel tests once more with clang for AVX2 + FMA, the demo and a
 #                            short benchmark run, then the tests under AddressSanitizer +
-#                            UndefinedBehaviorSanitizer; docs/build.md lists what each part costs
+#                            UndefinedBehaviorSanitizer, and the two libFuzzer targets for 60 s each;
+#                            docs/build.md lists what each part costs
 #   cmake/tracemod.sh bench  builds and runs the benchmarks (extra arguments go to Google Benchmark)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,24 @@ install_missing() {
 }
 
 jobs=$(nproc)
+
+fuzz_packages=(clang-14 libclang-rt-14-dev)  # libFuzzer and the sanitizer runtimes of clang 14
+
+# run_fuzzers <seconds per target>: builds only fuzz_load and fuzz_npy (clang 14, -O1, libFuzzer +
+# ASan + UBSan) and runs each for that long on its seed corpus; a crash, a leak, a sanitizer report
+# or an input over the memory limit ends the fuzzer with a non-zero status, and this script with it.
+run_fuzzers() {
+  local seconds=$1
+  configure build/fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+    -DCMAKE_CXX_COMPILER=clang++-14 -DTRACEMOD_FUZZ=ON -DTRACEMOD_NATIVE=OFF \
+    -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
+  cmake --build build/fuzz -j "$jobs" --target fuzz_load fuzz_npy
+  mkdir -p build/fuzz/corpus/load build/fuzz/corpus/npy
+  ./build/fuzz/tests/fuzz_load -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
+    build/fuzz/corpus/load tests/data/serialize
+  ./build/fuzz/tests/fuzz_npy -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
+    build/fuzz/corpus/npy tests/data/conv2d
+}
 
 configure() {  # configure <build dir> <cmake args...>
   local dir=$1; shift
@@ -61,6 +80,7 @@ case "${1:-}" in
     ./build/release/examples/quickstart
     ;;
   test)
+    packages+=("${fuzz_packages[@]}")
     install_missing
     step "release build, every test"
     configure build/release -DCMAKE_BUILD_TYPE=Release
@@ -85,6 +105,8 @@ case "${1:-}" in
       -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
     cmake --build build/sanitize -j "$jobs"
     ctest --test-dir build/sanitize -j "$jobs" --output-on-failure
+    step "libFuzzer, ASan + UBSan: fuzz_load and fuzz_npy, 60 s each (cmake/tracemod.sh fuzz [seconds] runs longer)"
+    run_fuzzers 60
     step "done"
     ;;
   bench)
@@ -95,18 +117,9 @@ case "${1:-}" in
     ./build/release/bench/tracemod_bench "$@"
     ;;
   fuzz)  # fuzz [seconds per target, default 60]: the libFuzzer targets of tests/fuzz, ASan + UBSan
-    packages+=(clang-14 libclang-rt-14-dev)
+    packages+=("${fuzz_packages[@]}")
     install_missing
-    seconds=${2:-60}
-    configure build/fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
-      -DCMAKE_CXX_COMPILER=clang++-14 -DTRACEMOD_FUZZ=ON -DTRACEMOD_NATIVE=OFF \
-      -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
-    cmake --build build/fuzz -j "$jobs" --target fuzz_load fuzz_npy
-    mkdir -p build/fuzz/corpus/load build/fuzz/corpus/npy
-    ./build/fuzz/tests/fuzz_load -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
-      build/fuzz/corpus/load tests/data/serialize
-    ./build/fuzz/tests/fuzz_npy -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
-      build/fuzz/corpus/npy tests/data/conv2d
+    run_fuzzers "${2:-60}"
     ;;
   *)
     echo "usage: cmake/tracemod.sh demo|test|bench [benchmark args]|fuzz [seconds]" >&2

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -177,6 +178,123 @@ TEST_CASE("onnx import: every unsupported op, attribute and element type is list
     CHECK(what.find("attribute 'bogus'") != std::string::npos);
     CHECK(what.find("element type DOUBLE") != std::string::npos);
   }
+}
+
+namespace {
+
+/// The message of the E that `f` throws (a failed check if it throws none).
+template <class E, class F>
+std::string message_of(F f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  FAIL("no exception was thrown");
+  return "";
+}
+
+/// A one-input model of opset `opset`: x of `shape` (float32), the nodes `build` adds, output `out`.
+template <class Build>
+proto::ModelProto small_model(std::int64_t opset, const std::vector<std::int64_t>& shape, Build build) {
+  proto::ModelProto m;
+  m.set_ir_version(proto::IR_VERSION);
+  m.add_opset_import()->set_version(opset);
+  proto::GraphProto& g = *m.mutable_graph();
+  g.set_name("small");
+  proto::ValueInfoProto& v = *g.add_input();
+  v.set_name("x");
+  v.mutable_type()->mutable_tensor_type()->set_elem_type(proto::TensorProto::FLOAT);
+  for (std::int64_t d : shape) v.mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  build(g);
+  return m;
+}
+
+proto::NodeProto& add_node(proto::GraphProto& g, const std::string& op, std::vector<std::string> in, const std::string& out) {
+  proto::NodeProto& n = *g.add_node();
+  n.set_op_type(op);
+  n.set_name(out);
+  for (const auto& i : in) n.add_input(i);
+  n.add_output(out);
+  return n;
+}
+
+void add_axes(proto::GraphProto& g, const std::string& name, const std::vector<std::int64_t>& axes) {
+  proto::TensorProto& t = *g.add_initializer();
+  t.set_name(name);
+  t.set_data_type(proto::TensorProto::INT64);
+  t.add_dims(static_cast<std::int64_t>(axes.size()));
+  for (std::int64_t a : axes) t.add_int64_data(a);
+}
+
+}  // namespace
+
+TEST_CASE("onnx import: Unsqueeze and Squeeze, axes as an input (opset 13) and as an attribute (opset 11)") {
+  const tmod::Tensor x = tmod::randn({2, 3}, 5);
+  // The shapes ONNX defines, derived by hand: unsqueeze (2, 3) at output axes {0, -1} gives
+  // (1, 2, 3, 1); squeezing axis 0 gives (2, 3, 1); squeezing without axes drops every 1: (2, 3).
+  const auto check = [&](const proto::ModelProto& m) {
+    tmod::TracedModule tm = tmod::onnx::import_model(m);
+    const std::vector<tmod::graph::NodeValue> in{tmod::Value(x)};
+    const tmod::Value out = tm.run(in);
+    REQUIRE(out.items().size() == 3);
+    const std::vector<tmod::Shape> want{{1, 2, 3, 1}, {2, 3, 1}, {2, 3}};
+    for (std::size_t i = 0; i < 3; ++i) {
+      const tmod::Tensor y = out.items()[i].tensor();
+      CHECK(y.shape() == want[i]);
+      const auto vy = y.values<float>(), vx = x.values<float>();
+      CHECK(std::equal(vy.begin(), vy.end(), vx.begin(), vx.end()));  // a reshape moves no element
+    }
+  };
+  check(small_model(13, {2, 3}, [](proto::GraphProto& g) {
+    add_axes(g, "ax_u", {0, -1});
+    add_axes(g, "ax_s", {0});
+    add_node(g, "Unsqueeze", {"x", "ax_u"}, "u");
+    add_node(g, "Squeeze", {"u", "ax_s"}, "s");
+    add_node(g, "Squeeze", {"s"}, "all");
+    for (const char* o : {"u", "s", "all"}) g.add_output()->set_name(o);
+  }));
+  check(small_model(11, {2, 3}, [](proto::GraphProto& g) {
+    tmod::onnx::set_attr(add_node(g, "Unsqueeze", {"x"}, "u"), "axes", std::vector<std::int64_t>{0, -1});
+    tmod::onnx::set_attr(add_node(g, "Squeeze", {"u"}, "s"), "axes", std::vector<std::int64_t>{-4});
+    add_node(g, "Squeeze", {"s"}, "all");
+    for (const char* o : {"u", "s", "all"}) g.add_output()->set_name(o);
+  }));
+
+  // Squeezing an extent other than 1, naming an axis twice, and axes computed at run time are refused.
+  const auto refused = [](const proto::ModelProto& m, const std::vector<std::string>& parts) {
+    const std::string what = message_of<tmod::value_error>([&] { (void)tmod::onnx::import_model(m); });
+    CAPTURE(what);
+    for (const std::string& p : parts) CHECK(what.find(p) != std::string::npos);
+  };
+  refused(small_model(13, {2, 1}, [](proto::GraphProto& g) {
+            add_axes(g, "ax", {0});
+            add_node(g, "Squeeze", {"x", "ax"}, "s");
+            g.add_output()->set_name("s");
+          }),
+          {"node 's' (Squeeze)", "axis 0 of an input of shape (2, 1) has extent 2"});
+  refused(small_model(13, {2, 3}, [](proto::GraphProto& g) {
+            add_axes(g, "ax", {1, -3});  // -3 of the rank-4 output is 1
+            add_node(g, "Unsqueeze", {"x", "ax"}, "u");
+            g.add_output()->set_name("u");
+          }),
+          {"node 'u' (Unsqueeze)", "names axis 1 twice"});
+  refused(small_model(13, {2, 3}, [](proto::GraphProto& g) {
+            add_node(g, "Unsqueeze", {"x", "x"}, "u");
+            g.add_output()->set_name("u");
+          }),
+          {"node 'u' (Unsqueeze)", "axes 'x' is computed at run time"});
+}
+
+TEST_CASE("onnx import: a file over protobuf's 2 GiB limit is a format_error that says so") {
+  const auto path = scratch("huge.onnx");
+  std::ofstream(path, std::ios::binary).put('\0');
+  std::filesystem::resize_file(path, std::uintmax_t{1} << 31);  // sparse: no disk space, never paged in
+  const std::string what = message_of<tmod::format_error>([&] { (void)tmod::onnx::import_model(path); });
+  CAPTURE(what);
+  CHECK(what.find("2147483648 bytes; protobuf parses at most 2147483647") != std::string::npos);
+  std::filesystem::remove(path);
+  CHECK_THROWS_AS(tmod::onnx::import_model(scratch("missing.onnx")), tmod::format_error);
 }
 
 namespace {

@@ -44,7 +44,7 @@ struct Net : tmod::Module {
   auto forward(const auto& x) const {
     auto y = F::relu(bn(conv(x))) * scale + tmod::constant({0.25f});
     auto p = gap(pool(y));
-    return std::make_tuple(head(p), F::reshape(p, {.target_shape = {1, 8}}));
+    return std::make_tuple(head(p), F::reshape(p, {1, 8}));
   }
 };
 
@@ -99,7 +99,7 @@ bool same_bits(const tmod::Tensor& a, const tmod::Tensor& b) {
 void check_same_state(const tmod::Module& a, const tmod::Module& b) {
   const tmod::StateDict sa = a.state_dict(), sb = b.state_dict();
   REQUIRE(sa.keys() == sb.keys());
-  for (const auto& [k, t] : sa) CHECK_MESSAGE(same_bits(t, sb.at(k)), k);
+  for (const auto& entry : sa) CHECK_MESSAGE(same_bits(entry.second, sb.at(entry.first)), entry.first);
 }
 
 void check_same_outputs(const tmod::Value& a, const tmod::Value& b) {

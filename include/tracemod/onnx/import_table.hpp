@@ -111,6 +111,66 @@ void variadic(Importer& im, const proto::NodeProto& n) {
 }
 inline void alias(Importer& im, const proto::NodeProto& n) { im.bind(n.output(0), im.tensor(n.input(0)), false); }
 
+/// The axes of Unsqueeze and Squeeze: input 1 from opset 13 on, the attribute `axes` before; an
+/// empty optional when neither is given (Squeeze then drops every extent of 1).
+inline std::optional<std::vector<std::int64_t>> axes_of(Importer& im, const proto::NodeProto& n) {
+  if (im.opset() >= 13) {
+    if (find_attr(n, "axes") != nullptr) throw unsupported("attribute axes (an input from opset 13 on)");
+    if (n.input_size() < 2 || n.input(1).empty()) return std::nullopt;
+    std::vector<std::int64_t> axes;
+    for (double a : im.numbers(n, 1, "axes")) axes.push_back(static_cast<std::int64_t>(a));
+    return axes;
+  }
+  if (find_attr(n, "axes") == nullptr) return std::nullopt;
+  return attr_ints(n, "axes");
+}
+
+/// `axes` normalised against `rank` (negative axes count from the end), each at most once.
+inline std::vector<bool> axis_set(const proto::NodeProto& n, const std::vector<std::int64_t>& axes, std::size_t rank) {
+  std::vector<bool> in(rank, false);
+  for (std::int64_t a : axes) {
+    const std::size_t i = normalize_axis(a, rank, n.op_type());
+    if (in[i]) throw unsupported("axes=" + ints_repr(axes) + " names axis " + std::to_string(i) + " twice");
+    in[i] = true;
+  }
+  return in;
+}
+
+/// Unsqueeze (axes index the output) and Squeeze (axes index the input and must have extent 1, or
+/// every extent of 1 goes): a reshape to the shape they compute.
+inline void unsqueeze(Importer& im, const proto::NodeProto& n) {
+  graph::Node* x = im.tensor(n.input(0));
+  const Shape& s = Importer::shape(x);
+  const std::optional<std::vector<std::int64_t>> axes = axes_of(im, n);
+  if (!axes) throw unsupported("Unsqueeze without axes");
+  const std::size_t rank = s.rank() + axes->size();
+  if (rank > Shape::max_rank) throw unsupported("a result of rank " + std::to_string(rank) + " (at most " +
+                                                std::to_string(Shape::max_rank) + ")");
+  const std::vector<bool> inserted = axis_set(n, *axes, rank);
+  F::int_list out;
+  for (std::size_t i = 0, j = 0; i < rank; ++i) out.push_back(inserted[i] ? 1 : s[j++]);
+  im.bind(n.output(0), im.call<F::reshape_fn>({out}, x));
+}
+inline void squeeze(Importer& im, const proto::NodeProto& n) {
+  graph::Node* x = im.tensor(n.input(0));
+  const Shape& s = Importer::shape(x);
+  const std::optional<std::vector<std::int64_t>> axes = axes_of(im, n);
+  std::vector<bool> removed(s.rank(), false);
+  if (axes) {
+    removed = axis_set(n, *axes, s.rank());
+    for (std::size_t i = 0; i < s.rank(); ++i)
+      if (removed[i] && s[i] != 1)
+        throw shape_error("Squeeze: axis " + std::to_string(i) + " of an input of shape " + s.to_string() +
+                          " has extent " + std::to_string(s[i]) + ", not 1");
+  } else {
+    for (std::size_t i = 0; i < s.rank(); ++i) removed[i] = s[i] == 1;
+  }
+  F::int_list out;
+  for (std::size_t i = 0; i < s.rank(); ++i)
+    if (!removed[i]) out.push_back(s[i]);
+  im.bind(n.output(0), im.call<F::reshape_fn>({out}, x));
+}
+
 /// Every ONNX op (default domain) import understands. Attributes of old opsets that change nothing
 /// here are accepted: `broadcast` (numpy-style broadcasting is the only kind before opset 7 without
 /// `axis`), `is_test`, `consumed_inputs`.
@@ -287,6 +347,8 @@ inline const std::vector<import_rule>& import_table() {
          if (hi) y = im.call<F::minimum_fn>({}, y, Value(*hi));
          im.bind(n.output(0), y, y != x);
        }},
+      {"Unsqueeze", {"axes"}, {1}, unsqueeze},
+      {"Squeeze", {"axes"}, {1}, squeeze},
       {"Identity", {}, {}, alias},
       {"Constant", {"value"}, {},
        [](Importer& im, const proto::NodeProto& n) {

@@ -16,15 +16,17 @@
 #include <onnx/shape_inference/implementation.h>
 #pragma pop_macro("MAP_TYPE")
 
+#include <tracemod/io/mapped_file.hpp>
+
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
+#include <memory>
 #include <span>
-#include <sstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 namespace tracemod::onnx {
@@ -184,15 +186,22 @@ inline void set_attr(proto::NodeProto& n, const std::string& name, const std::ve
 
 // ---- files -----------------------------------------------------------------------------------------
 
-/// Parses a serialized protobuf message from a file; format_error naming the file otherwise.
+/// Parses a serialized protobuf message from a file; format_error naming the file otherwise. The file
+/// is mapped (read in place, no copy of its bytes) and parsed with ParseFromArray; protobuf's parser
+/// takes at most 2 GiB - 1, so a larger file is a format_error that says so.
 template <class Message>
 void read_proto(const std::filesystem::path& path, Message& m) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw format_error("onnx: cannot open '" + path.string() + "'");
-  std::ostringstream bytes;
-  bytes << f.rdbuf();
-  const std::string s = bytes.str();
-  if (s.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) || !m.ParseFromString(s))
+  constexpr auto limit = static_cast<std::uintmax_t>(std::numeric_limits<int>::max());
+  const auto too_large = [&](std::uintmax_t size) {
+    return format_error("onnx: '" + path.string() + "' is " + std::to_string(size) + " bytes; protobuf parses at most " +
+                        std::to_string(limit) +
+                        " (models that large keep their weights in external data files, which tracemod does not read)");
+  };
+  std::error_code ec;  // checked before mapping, so that a huge file is never paged in
+  if (const std::uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > limit) throw too_large(size);
+  const std::shared_ptr<io::MappedFile> file = io::MappedFile::open(path, "onnx", io::MappedFile::access::read_whole);
+  if (file->size() > limit) throw too_large(file->size());  // grew in between
+  if (!m.ParseFromArray(file->data(), static_cast<int>(file->size())))
     throw format_error("onnx: '" + path.string() + "' is no valid " + m.GetTypeName());
 }
 
