@@ -1,7 +1,8 @@
 // Saving and loading full-width ResNet-18 (46.8 MB of weights), traced, the file in the page cache:
 //
 //   BM_io_save_resnet18            tmod::save to a file
-//   BM_io_load_resnet18            tmod::load, ready to run (tensor checksums verified)
+//   BM_io_load_resnet18/threads:N  tmod::load, ready to run (tensor checksums verified, on N threads),
+//                                  wall-clock time
 //   BM_io_load_resnet18_nocheck    tmod::load with verify_tensor_checksums = false
 //   BM_io_load_bytes_resnet18      tmod::load from bytes in memory (tensors copied)
 #include <models/resnet.hpp>
@@ -9,6 +10,8 @@
 #include <tracemod/core/factories.hpp>
 #include <tracemod/io/serialize.hpp>
 #include <tracemod/traced_module.hpp>
+
+#include "threads.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -51,6 +54,7 @@ void BM_io_save_resnet18(benchmark::State& state) {
 void BM_io_load_resnet18(benchmark::State& state) {
   io_fixture& f = io_fixture::get();
   tmod::save(f.traced, f.path);
+  const tmod::bench::scoped_threads threads(state, 0);
   for (auto _ : state) benchmark::DoNotOptimize(tmod::load(f.path));
 }
 
@@ -67,7 +71,7 @@ void BM_io_load_bytes_resnet18(benchmark::State& state) {
 }
 
 BENCHMARK(BM_io_save_resnet18)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_io_load_resnet18)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_io_load_resnet18)->Apply(tmod::bench::over_threads)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_io_load_resnet18_nocheck)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_io_load_bytes_resnet18)->Unit(benchmark::kMillisecond);
 

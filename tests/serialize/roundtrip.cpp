@@ -207,6 +207,27 @@ TEST_CASE("crc32c: the hardware and portable paths agree, on RFC 3720's vectors 
   }
 }
 
+TEST_CASE("crc32c_parallel: the value of the portable CRC at 1 to 4 threads, around the piece size") {
+  constexpr std::size_t piece = std::size_t{1} << 20;  // detail::crc32c_piece, restated independently
+  std::vector<unsigned char> data(4 * piece + 4096);
+  std::uint32_t v = 777;
+  for (auto& b : data) b = static_cast<unsigned char>((v = v * 1103515245u + 12345u) >> 24);
+  const auto bytes = std::as_bytes(std::span(data.data(), data.size()));
+  const int threads_before = tmod::get_num_threads();
+  for (const std::size_t n : {std::size_t{0}, piece - 1, 2 * piece - 1, 2 * piece, 2 * piece + 1, 3 * piece + 4093,
+                              data.size() - 3}) {
+    const auto part = bytes.subspan(3, n);
+    const std::uint32_t expected = tmod::io::crc32c_portable(part);
+    for (const int threads : {1, 2, 3, 4}) {
+      CAPTURE(n);
+      CAPTURE(threads);
+      tmod::set_num_threads(threads);
+      CHECK(tmod::io::crc32c_parallel(part) == expected);
+    }
+  }
+  tmod::set_num_threads(threads_before);
+}
+
 TEST_CASE("save/load: a nested module round-trips graphs, names, ids, weights and outputs") {
   const tmod::Tensor x = tmod::randn({1, 3, 8, 8});
   tmod::TracedModule t = traced_net(x);

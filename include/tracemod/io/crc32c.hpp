@@ -3,11 +3,14 @@
 // else a table-driven loop (slicing-by-8). Both are tested against each other and the check values.
 #pragma once
 
+#include <tracemod/core/parallel.hpp>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <vector>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -82,6 +85,25 @@ struct crc32c_shift {
       }
       basis[bit] = c;
     }
+    build(basis);
+  }
+  [[nodiscard]] std::uint32_t operator()(std::uint32_t c) const noexcept {
+    return t[0][c & 0xFFu] ^ t[1][(c >> 8) & 0xFFu] ^ t[2][(c >> 16) & 0xFFu] ^ t[3][c >> 24];
+  }
+  /// The shift by twice this one's length (the map applied twice), without running the CRC over
+  /// the zeros: how long shifts are built cheaply.
+  [[nodiscard]] crc32c_shift doubled() const noexcept {
+    std::array<std::uint32_t, 32> basis{};
+    for (std::size_t bit = 0; bit < 32; ++bit) basis[bit] = (*this)((*this)(1u << bit));
+    crc32c_shift s;
+    s.build(basis);
+    return s;
+  }
+
+ private:
+  crc32c_shift() = default;
+  /// Byte-indexed tables of the linear map whose image of bit i is basis[i].
+  void build(const std::array<std::uint32_t, 32>& basis) noexcept {
     for (std::size_t byte = 0; byte < 4; ++byte)
       for (std::uint32_t v = 0; v < 256; ++v) {
         std::uint32_t r = 0;
@@ -89,9 +111,6 @@ struct crc32c_shift {
           if ((v >> b) & 1u) r ^= basis[byte * 8 + b];
         t[byte][v] = r;
       }
-  }
-  [[nodiscard]] std::uint32_t operator()(std::uint32_t c) const noexcept {
-    return t[0][c & 0xFFu] ^ t[1][(c >> 8) & 0xFFu] ^ t[2][(c >> 16) & 0xFFu] ^ t[3][c >> 24];
   }
 };
 
@@ -134,6 +153,19 @@ inline bool cpu_has_sse42() noexcept {
   static const bool has = __builtin_cpu_supports("sse4.2") != 0;
   return has;
 }
+
+/// Pieces of a CRC split across threads (crc32c_parallel).
+inline constexpr std::size_t crc32c_piece = std::size_t{1} << 20;
+
+/// The shift by crc32c_piece bytes: 64 doubled 14 times.
+inline const crc32c_shift& crc32c_piece_shift() {
+  static const crc32c_shift s = [] {
+    crc32c_shift x(64);
+    for (std::size_t len = 64; len < crc32c_piece; len *= 2) x = x.doubled();
+    return x;
+  }();
+  return s;
+}
 #endif
 
 }  // namespace detail
@@ -151,6 +183,31 @@ inline bool cpu_has_sse42() noexcept {
   if (detail::cpu_has_sse42()) return ~detail::crc32c_sse42(state, p, bytes.size());
 #endif
   return ~detail::crc32c_table(state, p, bytes.size());
+}
+
+/// crc32c(bytes) computed on up to tmod::get_num_threads() threads: the whole pieces of
+/// detail::crc32c_piece bytes each from state zero, in parallel, then combined in order
+/// (crc(A || B) = shift_|B|(crc(A)) ^ crc_from_0(B)) and the tail continued serially. The same
+/// value as crc32c at any thread count; serial below two pieces, without SSE4.2 or without threads.
+[[nodiscard]] inline std::uint32_t crc32c_parallel(std::span<const std::byte> bytes) {
+#ifdef TRACEMOD_CRC32C_X86
+  const std::size_t pieces = bytes.size() / detail::crc32c_piece;
+  if (detail::cpu_has_sse42() && parallel_chunk_count(0, static_cast<std::int64_t>(pieces), 1) > 1) {
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    const detail::crc32c_shift& shift = detail::crc32c_piece_shift();
+    std::vector<std::uint32_t> raw(pieces);
+    parallel_for(0, static_cast<std::int64_t>(pieces), 1, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t i = lo; i < hi; ++i)
+        raw[static_cast<std::size_t>(i)] =
+            detail::crc32c_sse42(0, p + static_cast<std::size_t>(i) * detail::crc32c_piece, detail::crc32c_piece);
+    });
+    std::uint32_t state = ~0u;
+    for (const std::uint32_t r : raw) state = shift(state) ^ r;
+    const std::size_t done = pieces * detail::crc32c_piece;
+    return ~detail::crc32c_sse42(state, p + done, bytes.size() - done);
+  }
+#endif
+  return crc32c(bytes);
 }
 
 }  // namespace tracemod::io

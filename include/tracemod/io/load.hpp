@@ -224,7 +224,7 @@ class Reader {
              std::to_string(data_size_) + " bytes)");
       const auto bytes = file_.subspan(static_cast<std::size_t>(data_offset_ + static_cast<std::uint64_t>(off)),
                                        static_cast<std::size_t>(n));
-      if (options_.verify_tensor_checksums && integer(blobs[i], "crc32c") != crc32c(bytes))
+      if (options_.verify_tensor_checksums && integer(blobs[i], "crc32c") != crc32c_parallel(bytes))
         fail("checksum mismatch (the tensor bytes are corrupted)");
       if (map_) {
         auto* p = map_->data() + (bytes.data() - map_->data());
