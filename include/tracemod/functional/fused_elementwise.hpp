@@ -13,10 +13,12 @@
 #include <tracemod/kernels/detail/elementwise_loop.hpp>
 #include <tracemod/kernels/elementwise.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,16 +65,25 @@ class fused_program {
     return n;
   }
 
-  /// Throws value_error unless the program leaves exactly one value and stays within max_depth.
-  void validate(std::string_view op) const {
-    std::size_t depth = 0;
+  /// The most values the program holds at once, or nullopt when it is malformed (an instruction
+  /// lacks operands, or it does not leave exactly one value).
+  [[nodiscard]] std::optional<std::size_t> stack_depth() const noexcept {
+    std::size_t depth = 0, most = 0;
     for (const instruction& i : code_) {
       const std::size_t pops = arity(i.op);
-      if (depth < pops) fail(op, "an instruction lacks operands");
+      if (depth < pops) return std::nullopt;
       depth = depth - pops + 1;
-      if (depth > max_depth) fail(op, "the program needs more than " + std::to_string(max_depth) + " stack slots");
+      most = std::max(most, depth);
     }
-    if (depth != 1) fail(op, "the program must compute exactly one value");
+    if (depth != 1) return std::nullopt;
+    return most;
+  }
+
+  /// Throws value_error unless the program leaves exactly one value and stays within max_depth.
+  void validate(std::string_view op) const {
+    const std::optional<std::size_t> depth = stack_depth();
+    if (!depth) fail(op, "the program must compute exactly one value, each instruction from its operands");
+    if (*depth > max_depth) fail(op, "the program needs more than " + std::to_string(max_depth) + " stack slots");
   }
 
   /// Canonical text, which parse() reads back to the same program: minimal parentheses, constants
@@ -291,6 +302,38 @@ class fused_parser {
 inline fused_program fused_program::parse(std::string_view text, std::string_view op) {
   return fused_parser(text, op).run();
 }
+
+/// The instruction that runs an elementwise kernel functor (evaluate()'s table read backwards): an
+/// op whose kernel has one can become part of a fused program (FuseElemwise).
+template <class KernelOp>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel = std::nullopt;
+template <>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::neg_op> = fused_program::opcode::neg;
+template <>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::relu_op> = fused_program::opcode::relu;
+template <>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::relu6_op> = fused_program::opcode::relu6;
+template <>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::exp_op> = fused_program::opcode::exp;
+template <>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::sigmoid_op> =
+    fused_program::opcode::sigmoid;
+template <>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::tanh_op> = fused_program::opcode::tanh;
+template <>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::add_op> = fused_program::opcode::add;
+template <>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::sub_op> = fused_program::opcode::sub;
+template <>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::mul_op> = fused_program::opcode::mul;
+template <>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::div_op> = fused_program::opcode::div;
+template <>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::minimum_op> =
+    fused_program::opcode::minimum;
+template <>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::maximum_op> =
+    fused_program::opcode::maximum;
 
 namespace detail {
 
