@@ -4,12 +4,13 @@
 //   BM_optimize_resnet18            optimize(traced, all five passes: FuseConvBn, FuseAddMul,
 //                                   BackwardFoldScale, FuseConvEpilogue, FuseElemwise)
 //                                   (bar: <= 10 ms; the copy of the module is included)
+//   BM_optimize_resnet18_megengine_passes   the same with MegEngine's three passes only
 //   BM_resnet18_unoptimized         the traced module, batch 1
 //   BM_resnet18_megengine_passes    its copy optimized with MegEngine's three passes (no batch norm left)
 //   BM_resnet18_optimized           its copy optimized with all five (convs take bias, residual, relu)
-//   BM_resnet18_optimized_kernels   only the conv and linear calls of the optimized copy, each run on
-//                                   inputs of its traced shapes: optimized - kernels is the time spent
-//                                   outside conv/linear kernels (bar: <= 0.5 ms)
+//   BM_resnet18_*_kernels           only the conv and linear calls of that module, each run on inputs
+//                                   of its traced shapes: module - kernels is the time spent outside
+//                                   conv/linear kernels (bar for the optimized copy: <= 0.5 ms)
 #include <models/resnet.hpp>
 
 #include <tracemod/core/factories.hpp>
@@ -82,11 +83,13 @@ struct passes_fixture {
   tmod::TracedModule traced;
   tmod::TracedModule megengine;
   tmod::TracedModule optimized;
+  std::vector<std::function<tmod::Tensor()>> traced_kernels;
   std::vector<std::function<tmod::Tensor()>> kernels;
   passes_fixture()
       : traced((net.eval(), tmod::trace_module(net, x, tmod::TraceOptions{.check = false}))),
         megengine(tmod::optimize(traced, megengine_passes)),
         optimized(tmod::optimize(traced, resnet_passes)),
+        traced_kernels(kernel_calls(traced)),
         kernels(kernel_calls(optimized)) {}
 };
 
@@ -100,6 +103,12 @@ void BM_optimize_resnet18(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tmod::optimize(f.traced, resnet_passes));
 }
 BENCHMARK(BM_optimize_resnet18)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+
+void BM_optimize_resnet18_megengine_passes(benchmark::State& state) {
+  passes_fixture& f = fixture();
+  for (auto _ : state) benchmark::DoNotOptimize(tmod::optimize(f.traced, megengine_passes));
+}
+BENCHMARK(BM_optimize_resnet18_megengine_passes)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 
 void BM_resnet18_unoptimized(benchmark::State& state) {
   passes_fixture& f = fixture();
@@ -115,13 +124,15 @@ void BM_resnet18_megengine_passes(benchmark::State& state) {
 }
 BENCHMARK(BM_resnet18_megengine_passes)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 
-void BM_resnet18_optimized_kernels(benchmark::State& state) {
-  passes_fixture& f = fixture();
+void run_kernels(benchmark::State& state, const std::vector<std::function<tmod::Tensor()>>& kernels) {
   tmod::set_num_threads(1);
   for (auto _ : state)
-    for (const auto& call : f.kernels) benchmark::DoNotOptimize(call());
-  state.counters["calls"] = static_cast<double>(f.kernels.size());
+    for (const auto& call : kernels) benchmark::DoNotOptimize(call());
+  state.counters["calls"] = static_cast<double>(kernels.size());
 }
+void BM_resnet18_unoptimized_kernels(benchmark::State& state) { run_kernels(state, fixture().traced_kernels); }
+BENCHMARK(BM_resnet18_unoptimized_kernels)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+void BM_resnet18_optimized_kernels(benchmark::State& state) { run_kernels(state, fixture().kernels); }
 BENCHMARK(BM_resnet18_optimized_kernels)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 
 void BM_resnet18_optimized(benchmark::State& state) {

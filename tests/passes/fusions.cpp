@@ -434,6 +434,12 @@ struct ElemwiseChains : tmod::Module {
 };
 
 TEST_CASE("FuseElemwise: maximal single-user chains become one elemwise.fused call, printed readably") {
+  // Which ops take part is the ops' own fact: the instruction of their kernel.
+  using opcode = F::fused_program::opcode;
+  CHECK(F::entry_of(F::method_rsub).fused_opcode == opcode::sub);
+  CHECK(F::entry_of(F::relu6).fused_opcode == opcode::relu6);
+  CHECK_FALSE(F::entry_of(F::conv2d).fused_opcode);
+  CHECK_FALSE(F::entry_of(F::fused_elementwise).fused_opcode);
   ElemwiseChains net;
   tmod::TracedModule m = tmod::trace_module(net, image);
   tmod::TracedModule opt = optimized_matches(m, {"FuseElemwise"}, image);

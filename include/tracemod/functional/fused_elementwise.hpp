@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -303,37 +304,33 @@ inline fused_program fused_program::parse(std::string_view text, std::string_vie
   return fused_parser(text, op).run();
 }
 
-/// The instruction that runs an elementwise kernel functor (evaluate()'s table read backwards): an
-/// op whose kernel has one can become part of a fused program (FuseElemwise).
+namespace detail {
+
+template <class... K>
+struct kernel_list {};
+/// The kernel functor each instruction runs (evaluate()'s table), indexed by opcode; the leaves run none.
+using instruction_kernels =
+    kernel_list<void, void, kernels::neg_op, kernels::relu_op, kernels::relu6_op, kernels::exp_op, kernels::sigmoid_op,
+                kernels::tanh_op, kernels::add_op, kernels::sub_op, kernels::mul_op, kernels::div_op,
+                kernels::minimum_op, kernels::maximum_op>;
+
+template <class KernelOp, class... K>
+consteval std::optional<fused_program::opcode> find_opcode(kernel_list<K...>) {
+  static_assert(sizeof...(K) == static_cast<std::size_t>(fused_program::opcode::maximum) + 1,
+                "instruction_kernels lists one kernel per opcode");
+  std::optional<fused_program::opcode> found;
+  std::size_t i = 0;
+  ((std::is_same_v<K, KernelOp> ? void(found = static_cast<fused_program::opcode>(i++)) : void(i++)), ...);
+  return found;
+}
+
+}  // namespace detail
+
+/// The instruction that runs an elementwise kernel functor, if any: an op whose kernel has one can
+/// become part of a fused program (FuseElemwise).
 template <class KernelOp>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel = std::nullopt;
-template <>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::neg_op> = fused_program::opcode::neg;
-template <>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::relu_op> = fused_program::opcode::relu;
-template <>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::relu6_op> = fused_program::opcode::relu6;
-template <>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::exp_op> = fused_program::opcode::exp;
-template <>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::sigmoid_op> =
-    fused_program::opcode::sigmoid;
-template <>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::tanh_op> = fused_program::opcode::tanh;
-template <>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::add_op> = fused_program::opcode::add;
-template <>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::sub_op> = fused_program::opcode::sub;
-template <>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::mul_op> = fused_program::opcode::mul;
-template <>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::div_op> = fused_program::opcode::div;
-template <>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::minimum_op> =
-    fused_program::opcode::minimum;
-template <>
-inline constexpr std::optional<fused_program::opcode> opcode_of_kernel<kernels::maximum_op> =
-    fused_program::opcode::maximum;
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel =
+    detail::find_opcode<KernelOp>(detail::instruction_kernels{});
 
 namespace detail {
 
