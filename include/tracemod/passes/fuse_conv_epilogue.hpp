@@ -4,8 +4,8 @@
 // still in registers or cache:
 //   act(conv(x)),  act(conv(x) + z),  act(z + conv(x)),  conv(x) + z   ->   nn.conv_bias_activation(x, W, b, z, ..., mode)
 // with act relu or relu6 (function or module) and the add a method (`+`, `+=`) or elemwise.add. The
-// conv is an M::Conv2d call (its weight and bias are read with getattr from the module) or an
-// F::conv2d call with a constant weight and a constant bias or none. The conv's result and the add's
+// conv is an M::Conv2d call (its weight and bias become Constants sharing the module's tensors) or
+// an F::conv2d call with a constant weight and a constant bias or none. The conv's result and the add's
 // must have no other user (MegEngine's rule: the matcher refuses otherwise); z must have the conv
 // output's shape (no broadcasting in the epilogue) and may not be the conv's own result.
 #pragma once
@@ -58,16 +58,18 @@ struct conv_epilogue_patterns {
   static Pattern relu6_of(const Pattern& p) { return is_op(functional::relu6)(p) | is_op<nn::ReLU6>()(p); }
 };
 
-/// The operands and params of conv_bias_activation for a matched conv (module or function call),
-/// reading a module's weight and bias with new getattrs recorded by `b`.
+/// The operands and params of conv_bias_activation for a matched conv (module or function call). A
+/// module's weight and bias become Constants sharing its tensors (FuseConvBn's AttrToConstant has
+/// made every other tensor attribute a Constant already; a getattr would be copied by the next
+/// AttrToConstant, which FuseElemwise requires).
 inline std::pair<std::vector<graph::CallArg>, std::vector<Value>> conv_operands(Builder& b, const graph::Expr& conv) {
   const auto tensor_input = [&](std::size_t i) { return static_cast<graph::Node*>(conv.inputs()[i]); };
   if (conv.is_module_call()) {
     const auto* m = dynamic_cast<const nn::Conv2d*>(callee_of(conv));
-    auto* module = static_cast<graph::ModuleNode*>(conv.inputs().front());
-    graph::Node* w = b.get_attr_tensor(module, "weight", m->weight, module->name() + "_weight");
+    const std::string name = conv.inputs().front()->name();
+    graph::Node* w = b.constant(m->weight, name + "_weight");
     graph::CallArg bias = Value();
-    if (m->bias.defined()) bias = static_cast<graph::Node*>(b.get_attr_tensor(module, "bias", m->bias, module->name() + "_bias"));
+    if (m->bias.defined()) bias = static_cast<graph::Node*>(b.constant(m->bias, name + "_bias"));
     return {{tensor_input(1), w, bias},
             {functional::to_value(m->stride), functional::to_value(m->padding), functional::to_value(m->dilation),
              Value(m->groups)}};

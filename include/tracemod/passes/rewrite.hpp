@@ -98,12 +98,6 @@ class Builder {
     number(n->expr());
     return n;
   }
-  /// getattr(module, "<path>") of a tensor attribute `t` of the module `module` stands for.
-  graph::TensorNode* get_attr_tensor(graph::ModuleNode* module, std::string path, const Tensor& t, std::string_view name) {
-    graph::TensorNode* n = g_.create_get_attr_tensor(module, std::move(path), t.shape(), t.dtype(), name);
-    number(n->expr());
-    return n;
-  }
 
  private:
   graph::Expr* number(graph::Expr* e) {
