@@ -52,6 +52,27 @@ struct FoldScale : tmod::Module {
   }
 };
 
+/// A ResNet basic block: the conv epilogues (bias, residual add, relu) join the convs.
+struct Block : tmod::Module {
+  M::Conv2d conv1{4, 4, 3, {.padding = 1, .bias = false}};
+  M::BatchNorm2d bn1{4};
+  M::ReLU relu;
+  M::Conv2d conv2{4, 4, 3, {.padding = 1, .bias = false}};
+  M::BatchNorm2d bn2{4};
+  TM_MODULE(Block, conv1, bn1, relu, conv2, bn2)
+  auto forward(const auto& x) const {
+    auto a = relu(bn1(conv1(x)));
+    auto b = bn2(conv2(a));
+    return relu(b + x);
+  }
+};
+
+/// An elementwise chain: one fused pass.
+struct Chain : tmod::Module {
+  TM_MODULE(Chain)
+  auto forward(const auto& x) const { return F::relu(x * 0.5f + 1.f); }
+};
+
 /// relu6(relu(x)) is relu6(x): a pass of our own.
 struct ReluRelu6 : tmod::Module {
   TM_MODULE(ReluRelu6)
@@ -78,6 +99,15 @@ int main() {
   FoldScale fold;
   tmod::TracedModule t3 = tmod::trace_module(fold, x);
   show("BackwardFoldScale", t3, tmod::optimize(t3, {"BackwardFoldScale"}));
+
+  Block block;
+  block.eval();
+  tmod::TracedModule t5 = tmod::trace_module(block, x);
+  show("FuseConvEpilogue", t5, tmod::optimize(t5, {"FuseConvEpilogue"}));
+
+  Chain chain;
+  tmod::TracedModule t6 = tmod::trace_module(chain, x);
+  show("FuseElemwise", t6, tmod::optimize(t6, {"FuseElemwise"}));
 
   // A pass: match relu6(relu(x)) where the relu has no other user, call relu6 on x instead.
   tmod::register_pass({.name = "DropReluBeforeRelu6", .run = [](tmod::graph::Graph& g) {

@@ -1,20 +1,46 @@
 // ResNet-18 (examples/models/resnet.hpp) against libtorch on the same weights: see side_by_side.hpp.
+// tracemod_optimized is the module traced (once per batch size, before timing) and optimized with
+// every pass.
 #include <models/resnet.hpp>
 #include <torch/side_by_side.hpp>
 
+#include <tracemod/passes.hpp>
+#include <tracemod/traced_module.hpp>
+
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace {
 
 namespace side = tracemod::bench::torch_side;
 
+std::shared_ptr<models::ResNet> load_resnet18(const tracemod::StateDict& weights) {
+  auto net = std::make_shared<models::ResNet>(models::resnet18());
+  net->load_state_dict(weights);
+  net->eval();
+  return net;
+}
+
 const bool registered = [] {
-  side::register_side_by_side("resnet18", [](const tracemod::StateDict& weights) {
-    auto net = std::make_shared<models::ResNet>(models::resnet18());
-    net->load_state_dict(weights);
-    net->eval();
-    return [net](const tracemod::Tensor& x) { return tracemod::Tensor((*net)(x)); };
-  });
+  side::register_side_by_side(
+      "resnet18",
+      [](const tracemod::StateDict& weights) {
+        return [net = load_resnet18(weights)](const tracemod::Tensor& x) { return tracemod::Tensor((*net)(x)); };
+      },
+      [](const tracemod::StateDict& weights) {
+        auto traced = std::make_shared<std::map<std::int64_t, tracemod::TracedModule>>();
+        return [net = load_resnet18(weights), traced](const tracemod::Tensor& x) {
+          const std::vector<std::string> all{"FuseConvBn", "FuseAddMul", "BackwardFoldScale", "FuseConvEpilogue",
+                                             "FuseElemwise"};
+          auto it = traced->find(x.shape()[0]);
+          if (it == traced->end())
+            it = traced->emplace(x.shape()[0], tracemod::optimize(tracemod::trace_module(*net, x), all)).first;
+          return it->second(x).tensor();
+        };
+      });
   return true;
 }();
 

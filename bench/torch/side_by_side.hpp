@@ -2,9 +2,11 @@
 // every model comparison of tracemod_bench_torch shares.
 //
 // A model NAME is exported by bench/torch/export_models.py into models_dir()/NAME/ (TorchScript
-// model.pt plus one .npy per state_dict entry). register_side_by_side(NAME, make) then registers,
-// for 1 and 2 threads and batches 1 and 8,
+// model.pt plus one .npy per state_dict entry). register_side_by_side(NAME, make[,
+// make_optimized]) then registers, for 1 and 2 threads and batches 1 and 8,
 //   NAME/tracemod_eager   the tracemod model built by make(state_dict) (weights loaded from the .npy)
+//   NAME/tracemod_optimized  the one make_optimized(state_dict) builds (a traced module run through
+//                         tmod::optimize), when given
 //   NAME/torch_traced     the TorchScript module as traced (libtorch's eager kernels)
 //   NAME/torch_best       torch::jit::freeze + torch::jit::optimize_for_inference of it
 // with counters images_per_s and max_abs_diff (the batch-1 output against the one PyTorch saved).
@@ -79,6 +81,7 @@ struct loaded_model {
   using forward_fn = std::function<tmod::Tensor(const tmod::Tensor&)>;
   bool present = false;
   forward_fn tracemod_forward;
+  forward_fn tracemod_optimized;
   torch::jit::Module traced, best;
   tmod::Tensor sample_input, sample_output;
 };
@@ -86,14 +89,17 @@ struct loaded_model {
 /// Builds the tracemod side: a forward for the model with this state_dict loaded (strictly).
 using tracemod_factory = std::function<loaded_model::forward_fn(const tmod::StateDict&)>;
 
-inline loaded_model& load_model(const std::string& name, const tracemod_factory& make) {
+inline loaded_model& load_model(const std::string& name, const tracemod_factory& make,
+                                const tracemod_factory& make_optimized) {
   static std::map<std::string, std::unique_ptr<loaded_model>> cache;
   auto& slot = cache[name];
   if (slot) return *slot;
   slot = std::make_unique<loaded_model>();
   const std::filesystem::path dir = models_dir() / name;
   if (!std::filesystem::exists(dir / "model.pt")) return *slot;
-  slot->tracemod_forward = make(load_state_dict_dir(dir));
+  const tmod::StateDict weights = load_state_dict_dir(dir);
+  slot->tracemod_forward = make(weights);
+  if (make_optimized) slot->tracemod_optimized = make_optimized(weights);
   slot->traced = torch::jit::load((dir / "model.pt").string());
   slot->traced.eval();
   torch::jit::Module frozen = torch::jit::freeze(slot->traced);
@@ -104,12 +110,19 @@ inline loaded_model& load_model(const std::string& name, const tracemod_factory&
   return *slot;
 }
 
-enum class runner { tracemod_eager, torch_traced, torch_best };
+enum class runner { tracemod_eager, tracemod_optimized, torch_traced, torch_best };
+
+/// The tracemod forward of a tracemod runner, or null for a libtorch one.
+inline const loaded_model::forward_fn* tracemod_of(const loaded_model& m, runner which) {
+  if (which == runner::tracemod_eager) return &m.tracemod_forward;
+  if (which == runner::tracemod_optimized) return &m.tracemod_optimized;
+  return nullptr;
+}
 
 /// One forward of `which` on x.
 inline void run_once(loaded_model& m, runner which, const tmod::Tensor& x, const torch::Tensor& tx) {
-  if (which == runner::tracemod_eager) {
-    benchmark::DoNotOptimize(m.tracemod_forward(x));
+  if (const auto* f = tracemod_of(m, which)) {
+    benchmark::DoNotOptimize((*f)(x));
     return;
   }
   torch::jit::Module& module = which == runner::torch_traced ? m.traced : m.best;
@@ -119,8 +132,8 @@ inline void run_once(loaded_model& m, runner which, const tmod::Tensor& x, const
 /// The batch-1 output of `which` on the saved sample against PyTorch's saved output.
 inline double sample_error(loaded_model& m, runner which) {
   const std::int64_t n = m.sample_output.numel();
-  if (which == runner::tracemod_eager) {
-    const tmod::Tensor y = m.tracemod_forward(m.sample_input);
+  if (const auto* f = tracemod_of(m, which)) {
+    const tmod::Tensor y = (*f)(m.sample_input);
     return max_abs_diff(y.data<float>(), m.sample_output.data<float>(), n);
   }
   torch::jit::Module& module = which == runner::torch_traced ? m.traced : m.best;
@@ -129,8 +142,8 @@ inline double sample_error(loaded_model& m, runner which) {
 }
 
 inline void run_benchmark(benchmark::State& state, const std::string& name, const tracemod_factory& make,
-                          runner which) {
-  loaded_model& m = load_model(name, make);
+                          const tracemod_factory& make_optimized, runner which) {
+  loaded_model& m = load_model(name, make, make_optimized);
   if (!m.present) {
     state.SkipWithError(how_to_export().c_str());
     return;
@@ -154,22 +167,28 @@ inline void run_benchmark(benchmark::State& state, const std::string& name, cons
   tmod::set_num_threads(threads_before);
 }
 
-/// Registers NAME/{tracemod_eager, torch_traced, torch_best} at threads {1, 2} x batch {1, 8}.
-inline void register_side_by_side(const std::string& name, tracemod_factory make) {
+/// Registers NAME/{tracemod_eager, tracemod_optimized (with make_optimized), torch_traced, torch_best}
+/// at threads {1, 2} x batch {1, 8}.
+inline void register_side_by_side(const std::string& name, tracemod_factory make, tracemod_factory make_optimized = {}) {
   const std::pair<const char*, runner> runners[] = {
       {"tracemod_eager", runner::tracemod_eager},
+      {"tracemod_optimized", runner::tracemod_optimized},
       {"torch_traced", runner::torch_traced},
       {"torch_best", runner::torch_best},
   };
-  for (const auto& [label, which] : runners)
+  for (const auto& [label, which] : runners) {
+    if (which == runner::tracemod_optimized && !make_optimized) continue;
     benchmark::RegisterBenchmark(
         (name + "/" + label).c_str(),
-        [name, make, which = which](benchmark::State& s) { run_benchmark(s, name, make, which); })
+        [name, make, make_optimized, which = which](benchmark::State& s) {
+          run_benchmark(s, name, make, make_optimized, which);
+        })
         ->ArgNames({"threads", "batch"})
         ->ArgsProduct({{1, 2}, {1, 8}})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(0.5);
+  }
 }
 
 }  // namespace tracemod::bench::torch_side

@@ -1,5 +1,7 @@
-// FuseConvBn, FuseAddMul and BackwardFoldScale on MegEngine's documented examples (exact structure)
-// and on nested modules and ResNet-18; every optimized module computes what the original computes.
+// FuseConvBn, FuseAddMul and BackwardFoldScale on MegEngine's documented examples (exact structure),
+// FuseConvEpilogue and FuseElemwise on hand-written graphs (exact structure and printed text), and
+// all of them on nested modules and ResNet-18; every optimized module computes what the original
+// computes.
 #include "passes_test.hpp"
 
 #include <models/resnet.hpp>
@@ -331,6 +333,134 @@ TEST_CASE("The two-block model: no batch norm after FuseConvBn, no __mul__ after
   CHECK(join(calls(all.graph())) == "call:Conv2d nn.relu call:Conv2d nn.relu nn.max_pool2d __add__");
 }
 
+/// The epilogues FuseConvEpilogue takes: module conv + bn + relu module; functional conv + relu6;
+/// residual adds in both operand orders (one of them `+=`), with and without an activation.
+struct EpilogueNet : tmod::Module {
+  M::Conv2d conv{4, 4, 3, {.padding = 1, .bias = false}};
+  M::BatchNorm2d bn{4};
+  M::ReLU relu;
+  tmod::Parameter w{tmod::randn({4, 4, 1, 1}, 31)};
+  tmod::Parameter b{tmod::randn({4}, 32)};
+  tmod::Parameter w2{tmod::randn({4, 2, 3, 3}, 33)};
+  TM_MODULE(EpilogueNet, conv, bn, relu, w, b, w2)
+  auto forward(const auto& x) const {
+    auto c = conv(x);
+    auto n = bn(c);
+    auto r = relu(n);                                        // conv_bias_activation(relu)
+    auto f = F::conv2d(r, w, b);
+    auto r6 = F::relu6(f);                                   // conv_bias_activation(relu6)
+    auto g = F::conv2d(r6, w2, tmod::none, {.padding = 1, .groups = 2});
+    auto s = x + g;                                          // z + conv
+    auto rs = F::relu(s);                                    // conv_bias_activation(z, relu)
+    auto h = F::conv2d(rs, w, tmod::none);
+    auto t = h + r6;                                         // conv + z, no activation: identity
+    return t;
+  }
+};
+
+/// What FuseConvEpilogue must leave: a conv result that is also returned, an add whose result is
+/// used twice, an add that broadcasts.
+struct RefusedEpilogues : tmod::Module {
+  tmod::Parameter w{tmod::randn({4, 4, 1, 1}, 34)};
+  tmod::Parameter row{tmod::randn({1, 4, 8, 8}, 35)};
+  TM_MODULE(RefusedEpilogues, w, row)
+  auto forward(const auto& x) const {
+    auto c = F::conv2d(x, w, tmod::none);
+    auto r = F::relu(c);                        // c is returned too
+    auto d = F::conv2d(r, w, tmod::none);
+    auto s = d + x;                             // s is used by the relu and returned
+    auto rs = F::relu(s);
+    auto e = F::conv2d(rs, w, tmod::none);
+    auto bs = e + row;                          // row broadcasts over the batch: not an epilogue
+    return std::make_tuple(F::relu(bs), c, s);
+  }
+};
+
+TEST_CASE("FuseConvEpilogue: conv (module or function) + bias, residual in either order, relu / relu6") {
+  EpilogueNet net;
+  randomize(net.bn, 70);
+  net.eval();
+  tmod::TracedModule m = tmod::trace_module(net, image);
+  CHECK(join(calls(m.graph())) ==
+        "call:Conv2d call:BatchNorm2d call:ReLU nn.conv2d nn.relu6 nn.conv2d __add__ nn.relu nn.conv2d __add__");
+  tmod::TracedModule opt = optimized_matches(m, {"FuseConvEpilogue"}, image);
+  CHECK(join(calls(opt.graph())) ==
+        "nn.conv_bias_activation nn.conv_bias_activation nn.conv_bias_activation nn.conv_bias_activation");
+  std::vector<std::string> modes, residuals;
+  for (const G::Expr* e : opt.graph().exprs(false)) {
+    if (e->target() != "nn.conv_bias_activation") continue;
+    for (const auto& [name, arg] : e->named_args()) {
+      if (name == "nonlinear_mode") modes.push_back(std::get<tmod::Value>(arg).string());
+      if (name == "z")
+        residuals.push_back(std::holds_alternative<G::Node*>(arg) ? std::get<G::Node*>(arg)->name() : "None");
+    }
+  }
+  CHECK(join(modes) == "relu relu6 relu identity");
+  CHECK(join(residuals) == "None None x relu6_out");
+  // The conv module's folded weight is shared with the module, not copied.
+  const G::Expr* first = nullptr;
+  for (const G::Expr* e : opt.graph().exprs(false))
+    if (first == nullptr && e->target() == "nn.conv_bias_activation") first = e;
+  REQUIRE(first != nullptr);
+  CHECK(first->inputs()[1]->name() == "conv_weight");
+  const tmod::Tensor* weight = tracemod::passes::constant_tensor(first->inputs()[1]);
+  REQUIRE(weight != nullptr);
+  CHECK(weight->data<float>() == dynamic_cast<const M::Conv2d&>(opt.getattr("conv").module()).weight.data<float>());
+  // Each fused call keeps the name of the value it replaces.
+  CHECK(opt.graph().get_node_by_name("relu_out").as_count() == 1);
+  CHECK(opt.graph().get_node_by_name("add_out_1").as_count() == 1);
+}
+
+TEST_CASE("FuseConvEpilogue refuses: a conv or add result used elsewhere, a broadcasting add") {
+  RefusedEpilogues net;
+  const tmod::Tensor x = tmod::randn({2, 4, 8, 8}, 36);
+  tmod::TracedModule m = tmod::trace_module(net, x);
+  tmod::TracedModule opt = optimized_matches(m, {"FuseConvEpilogue"}, x);
+  // relu(c): c is returned; relu(d + x): the sum is returned, but d + x alone still fuses (d has
+  // one user) as an identity epilogue; relu(e + row): row broadcasts.
+  CHECK(join(calls(opt.graph())) == "nn.conv2d nn.relu nn.conv_bias_activation nn.relu nn.conv2d __add__ nn.relu");
+}
+
+/// x * 0.5 + 1 -> relu, then a longer tree: a reflected op, a (4,1,1) parameter, x used twice; and
+/// a single op alone, a chain whose middle is returned.
+struct ElemwiseChains : tmod::Module {
+  tmod::Parameter gain{tmod::randn({4, 1, 1}, 41)};
+  tmod::Parameter one{tmod::tensor({0.25f})};
+  TM_MODULE(ElemwiseChains, gain, one)
+  auto forward(const auto& x) const {
+    auto a = x * 0.5f;
+    auto b = a + 1.f;
+    auto r = F::relu(b);                 // the first fused expr ends here: r is returned
+    auto d = 2.f - r;                    // __rsub__
+    auto e = d * gain;                   // a (4,1,1) constant: an input
+    auto f = F::exp(e * one);            // a one-element constant: a literal
+    auto g = F::maximum(f, x);           // x again: the same input
+    auto alone = F::tanh(x);             // a single op stays as it is
+    return std::make_tuple(r, g, alone);
+  }
+};
+
+TEST_CASE("FuseElemwise: maximal single-user chains become one elemwise.fused call, printed readably") {
+  // Which ops take part is the ops' own fact: the instruction of their kernel.
+  using opcode = F::fused_program::opcode;
+  CHECK(F::entry_of(F::method_rsub).fused_opcode == opcode::sub);
+  CHECK(F::entry_of(F::relu6).fused_opcode == opcode::relu6);
+  CHECK_FALSE(F::entry_of(F::conv2d).fused_opcode);
+  CHECK_FALSE(F::entry_of(F::fused_elementwise).fused_opcode);
+  ElemwiseChains net;
+  tmod::TracedModule m = tmod::trace_module(net, image);
+  tmod::TracedModule opt = optimized_matches(m, {"FuseElemwise"}, image);
+  CHECK(join(calls(opt.graph())) == "elemwise.fused elemwise.fused elemwise.tanh");
+  std::ostringstream os;
+  os << opt.graph();
+  const std::string text = os.str();
+  CAPTURE(text);
+  // Hand-derived from the forward: x0 = x, x1 = gain (its first use), constants as literals.
+  CHECK(text.find("relu_out = elemwise.fused[relu(x0 * 0.5 + 1.0)](x, )") != std::string::npos);
+  CHECK(text.find("maximum_out = elemwise.fused[maximum(exp((2.0 - x0) * x1 * 0.25), x2)](relu_out, gain, x, )") !=
+        std::string::npos);
+}
+
 TEST_CASE("ResNet-18 (narrow): every pass on the nested graphs, and all together") {
   models::ResNet net = models::resnet18(10, 8);
   std::uint64_t seed = 100;
@@ -347,6 +477,25 @@ TEST_CASE("ResNet-18 (narrow): every pass on the nested graphs, and all together
   tmod::TracedModule opt = optimized_matches(m, {"FuseConvBn", "FuseAddMul", "BackwardFoldScale"}, x);
   CHECK(count(opt.graph(), "call:BatchNorm2d") == 0);
   CHECK(count(opt.graph(), "call:Conv2d") == 20);
+  // The fusions: every conv takes its bias, its residual add and its relu; no batch norm, relu or
+  // add is left outside them, in the blocks' own graphs (not flattened).
+  for (const char* pass : {"FuseConvEpilogue", "FuseElemwise"}) {
+    CAPTURE(pass);
+    static_cast<void>(optimized_matches(m, {pass}, x));
+  }
+  tmod::TracedModule all =
+      optimized_matches(m, {"FuseConvBn", "FuseAddMul", "BackwardFoldScale", "FuseConvEpilogue", "FuseElemwise"}, x);
+  CHECK(count(all.graph(), "nn.conv_bias_activation") == 17);
+  CHECK(count(all.graph(), "call:Conv2d") == 3);  // the downsample 1x1 convs: a bias, no epilogue
+  for (const char* gone : {"call:BatchNorm2d", "call:ReLU", "nn.relu", "__add__", "elemwise.fused"}) {
+    CAPTURE(gone);
+    CHECK(count(all.graph(), gone) == 0);
+  }
+  std::size_t with_residual = 0;
+  for (const G::Graph* g : all.graph().graphs(true))
+    for (const G::Expr* e : g->exprs(false))
+      if (e->target() == "nn.conv_bias_activation" && e->inputs().size() == 4) ++with_residual;
+  CHECK(with_residual == 8);  // one per BasicBlock
 }
 
 }  // namespace

@@ -13,14 +13,17 @@
 #include <tracemod/kernels/detail/elementwise_loop.hpp>
 #include <tracemod/kernels/elementwise.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -63,16 +66,25 @@ class fused_program {
     return n;
   }
 
-  /// Throws value_error unless the program leaves exactly one value and stays within max_depth.
-  void validate(std::string_view op) const {
-    std::size_t depth = 0;
+  /// The most values the program holds at once, or nullopt when it is malformed (an instruction
+  /// lacks operands, or it does not leave exactly one value).
+  [[nodiscard]] std::optional<std::size_t> stack_depth() const noexcept {
+    std::size_t depth = 0, most = 0;
     for (const instruction& i : code_) {
       const std::size_t pops = arity(i.op);
-      if (depth < pops) fail(op, "an instruction lacks operands");
+      if (depth < pops) return std::nullopt;
       depth = depth - pops + 1;
-      if (depth > max_depth) fail(op, "the program needs more than " + std::to_string(max_depth) + " stack slots");
+      most = std::max(most, depth);
     }
-    if (depth != 1) fail(op, "the program must compute exactly one value");
+    if (depth != 1) return std::nullopt;
+    return most;
+  }
+
+  /// Throws value_error unless the program leaves exactly one value and stays within max_depth.
+  void validate(std::string_view op) const {
+    const std::optional<std::size_t> depth = stack_depth();
+    if (!depth) fail(op, "the program must compute exactly one value, each instruction from its operands");
+    if (*depth > max_depth) fail(op, "the program needs more than " + std::to_string(max_depth) + " stack slots");
   }
 
   /// Canonical text, which parse() reads back to the same program: minimal parentheses, constants
@@ -291,6 +303,34 @@ class fused_parser {
 inline fused_program fused_program::parse(std::string_view text, std::string_view op) {
   return fused_parser(text, op).run();
 }
+
+namespace detail {
+
+template <class... K>
+struct kernel_list {};
+/// The kernel functor each instruction runs (evaluate()'s table), indexed by opcode; the leaves run none.
+using instruction_kernels =
+    kernel_list<void, void, kernels::neg_op, kernels::relu_op, kernels::relu6_op, kernels::exp_op, kernels::sigmoid_op,
+                kernels::tanh_op, kernels::add_op, kernels::sub_op, kernels::mul_op, kernels::div_op,
+                kernels::minimum_op, kernels::maximum_op>;
+
+template <class KernelOp, class... K>
+consteval std::optional<fused_program::opcode> find_opcode(kernel_list<K...>) {
+  static_assert(sizeof...(K) == static_cast<std::size_t>(fused_program::opcode::maximum) + 1,
+                "instruction_kernels lists one kernel per opcode");
+  std::optional<fused_program::opcode> found;
+  std::size_t i = 0;
+  ((std::is_same_v<K, KernelOp> ? void(found = static_cast<fused_program::opcode>(i++)) : void(i++)), ...);
+  return found;
+}
+
+}  // namespace detail
+
+/// The instruction that runs an elementwise kernel functor, if any: an op whose kernel has one can
+/// become part of a fused program (FuseElemwise).
+template <class KernelOp>
+inline constexpr std::optional<fused_program::opcode> opcode_of_kernel =
+    detail::find_opcode<KernelOp>(detail::instruction_kernels{});
 
 namespace detail {
 

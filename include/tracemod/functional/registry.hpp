@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,6 +65,8 @@ struct op_entry {
   bool reflected = false;                  ///< a reflected method: other OP self (__rsub__)
   scale_rule scaling = scale_rule::none;   ///< how the op commutes with scaling (op.hpp)
   bool foldable = false;                   ///< constant folding may run it ahead of time (pure)
+  /// The fused_program instruction of an elementwise op's kernel (FuseElemwise), if it has one.
+  std::optional<fused_program::opcode> fused_opcode;
   /// What a graph prints as the callee instead of the target, from the params (null: the target);
   /// an op with it prints only its operands as arguments (elemwise.fused[relu(x0 + 1)](inputs, )).
   std::function<std::string(const void* params)> callee_text;
@@ -162,6 +165,7 @@ op_entry make_entry() {
   if constexpr (requires { Op::reflected; }) e.reflected = Op::reflected;
   e.scaling = scaling_of<Op>();
   e.foldable = foldable_of<Op>();
+  if constexpr (requires { typename Op::kernel_op; }) e.fused_opcode = opcode_of_kernel<typename Op::kernel_op>;
   if constexpr (requires(const P& p) { Op::callee(p); })
     e.callee_text = [](const void* params) { return Op::callee(*static_cast<const P*>(params)); };
   e.make_params = [](std::span<const Value> values) -> erased_params {

@@ -1,6 +1,7 @@
 // The pass registry: every pass optimize() can run, by name, in registration order (the order
-// optimize() runs them in). The builtin passes come first, in MegEngine's order; register_pass adds
-// more after them.
+// optimize() runs them in). The builtin passes come first, in MegEngine's order, then the fusions
+// beyond it (a conv's epilogue before elementwise chains, so that a relu after a conv joins the conv);
+// register_pass adds more after them.
 #pragma once
 
 #include <tracemod/core/error.hpp>
@@ -9,6 +10,8 @@
 #include <tracemod/passes/fold_constant.hpp>
 #include <tracemod/passes/fuse_add_mul.hpp>
 #include <tracemod/passes/fuse_conv_bn.hpp>
+#include <tracemod/passes/fuse_conv_epilogue.hpp>
+#include <tracemod/passes/fuse_elemwise.hpp>
 #include <tracemod/passes/norm_elemwise.hpp>
 #include <tracemod/passes/pass.hpp>
 
@@ -69,7 +72,8 @@ class pass_registry {
   pass_registry() {
     std::vector<Pass> builtin{passes::attr_to_constant_pass(), passes::fold_constant_pass(),
                               passes::norm_elemwise_pass(),    passes::fuse_conv_bn_pass(),
-                              passes::fuse_add_mul_pass(),     passes::backward_fold_scale_pass()};
+                              passes::fuse_add_mul_pass(),     passes::backward_fold_scale_pass(),
+                              passes::fuse_conv_epilogue_pass(), passes::fuse_elemwise_pass()};
     for (Pass& p : builtin) passes_.push_back(std::make_shared<const Pass>(std::move(p)));
   }
 
