@@ -67,6 +67,8 @@ TEST_CASE("functional: elemwise.fused has the bits of the unfused ops, flat and 
                   F::maximum(c, x) - F::sigmoid(row)));
   CHECK(same_bits(F::fused_elementwise(std::vector<Tensor>{scalar, x}, "tanh(exp(-x1) * x0)"),
                   F::tanh(F::exp(F::neg(x)) * scalar)));
+  CHECK(same_bits(F::fused_elementwise(std::vector<Tensor>{x, y}, "minimum(x0, x1) / (x1 - 4)"),
+                  F::minimum(x, y) / (y - 4.0f)));
   // A broadcast of two small operands into a bigger output, and a one-element output.
   const Tensor col = tmod::randn({4, 1}, 6), line = tmod::randn({1, 9}, 7);
   CHECK(same_bits(F::fused_elementwise(std::vector<Tensor>{col, line}, "x0 + x1"), col + line));

@@ -129,30 +129,7 @@ class fused_program {
   }
 
   /// The program on one vector of each input: each instruction runs the eager op's functor.
-  [[nodiscard]] kernels::fbatch evaluate(const std::array<kernels::fbatch, max_inputs>& in) const noexcept {
-    namespace k = kernels;
-    std::array<k::fbatch, max_depth> st;
-    std::size_t sp = 0;
-    for (const instruction& i : code_) {
-      switch (i.op) {
-        case opcode::input: st[sp++] = in[static_cast<std::size_t>(i.input)]; break;
-        case opcode::constant: st[sp++] = k::fbatch(i.value); break;
-        case opcode::neg: st[sp - 1] = k::neg_op{}(st[sp - 1]); break;
-        case opcode::relu: st[sp - 1] = k::relu_op{}(st[sp - 1]); break;
-        case opcode::relu6: st[sp - 1] = k::relu6_op{}(st[sp - 1]); break;
-        case opcode::exp: st[sp - 1] = k::exp_op{}(st[sp - 1]); break;
-        case opcode::sigmoid: st[sp - 1] = k::sigmoid_op{}(st[sp - 1]); break;
-        case opcode::tanh: st[sp - 1] = k::tanh_op{}(st[sp - 1]); break;
-        case opcode::add: --sp, st[sp - 1] = k::add_op{}(st[sp - 1], st[sp]); break;
-        case opcode::sub: --sp, st[sp - 1] = k::sub_op{}(st[sp - 1], st[sp]); break;
-        case opcode::mul: --sp, st[sp - 1] = k::mul_op{}(st[sp - 1], st[sp]); break;
-        case opcode::div: --sp, st[sp - 1] = k::div_op{}(st[sp - 1], st[sp]); break;
-        case opcode::minimum: --sp, st[sp - 1] = k::minimum_op{}(st[sp - 1], st[sp]); break;
-        case opcode::maximum: --sp, st[sp - 1] = k::maximum_op{}(st[sp - 1], st[sp]); break;
-      }
-    }
-    return st[0];
-  }
+  [[nodiscard]] kernels::fbatch evaluate(const std::array<kernels::fbatch, max_inputs>& in) const noexcept;
 
   static constexpr std::size_t arity(opcode op) noexcept {
     return op <= opcode::constant ? 0 : op <= opcode::tanh ? 1 : 2;
@@ -308,16 +285,36 @@ namespace detail {
 
 template <class... K>
 struct kernel_list {};
-/// The kernel functor each instruction runs (evaluate()'s table), indexed by opcode; the leaves run none.
+/// The kernel functor each instruction runs, indexed by opcode; the leaves run none. evaluate()'s
+/// dispatch and opcode_of_kernel are both generated from this one list.
 using instruction_kernels =
     kernel_list<void, void, kernels::neg_op, kernels::relu_op, kernels::relu6_op, kernels::exp_op, kernels::sigmoid_op,
                 kernels::tanh_op, kernels::add_op, kernels::sub_op, kernels::mul_op, kernels::div_op,
                 kernels::minimum_op, kernels::maximum_op>;
 
-template <class KernelOp, class... K>
-consteval std::optional<fused_program::opcode> find_opcode(kernel_list<K...>) {
+/// Runs instruction I's kernel on the top of the stack (one operand for unary ops, two for binary).
+template <std::size_t I, class Kernel>
+inline void run_kernel(kernels::fbatch* st, std::size_t& sp) noexcept {
+  if constexpr (std::is_void_v<Kernel>) {
+    static_assert(fused_program::arity(static_cast<fused_program::opcode>(I)) == 0);
+  } else if constexpr (fused_program::arity(static_cast<fused_program::opcode>(I)) == 1) {
+    st[sp - 1] = Kernel{}(st[sp - 1]);
+  } else {
+    --sp;
+    st[sp - 1] = Kernel{}(st[sp - 1], st[sp]);
+  }
+}
+
+template <class... K, std::size_t... I>
+inline void run_instruction(fused_program::opcode op, kernels::fbatch* st, std::size_t& sp, kernel_list<K...>,
+                            std::index_sequence<I...>) noexcept {
   static_assert(sizeof...(K) == static_cast<std::size_t>(fused_program::opcode::maximum) + 1,
                 "instruction_kernels lists one kernel per opcode");
+  (void)((static_cast<std::size_t>(op) == I && (run_kernel<I, K>(st, sp), true)) || ...);
+}
+
+template <class KernelOp, class... K>
+consteval std::optional<fused_program::opcode> find_opcode(kernel_list<K...>) {
   std::optional<fused_program::opcode> found;
   std::size_t i = 0;
   ((std::is_same_v<K, KernelOp> ? void(found = static_cast<fused_program::opcode>(i++)) : void(i++)), ...);
@@ -331,6 +328,22 @@ consteval std::optional<fused_program::opcode> find_opcode(kernel_list<K...>) {
 template <class KernelOp>
 inline constexpr std::optional<fused_program::opcode> opcode_of_kernel =
     detail::find_opcode<KernelOp>(detail::instruction_kernels{});
+
+inline kernels::fbatch fused_program::evaluate(const std::array<kernels::fbatch, max_inputs>& in) const noexcept {
+  std::array<kernels::fbatch, max_depth> st;
+  std::size_t sp = 0;
+  for (const instruction& i : code_) {
+    if (i.op == opcode::input) {
+      st[sp++] = in[static_cast<std::size_t>(i.input)];
+    } else if (i.op == opcode::constant) {
+      st[sp++] = kernels::fbatch(i.value);
+    } else {
+      detail::run_instruction(i.op, st.data(), sp, detail::instruction_kernels{},
+                              std::make_index_sequence<static_cast<std::size_t>(opcode::maximum) + 1>{});
+    }
+  }
+  return st[0];
+}
 
 namespace detail {
 
