@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <optional>
 
+namespace tmod_test_core_buffer_pool {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -103,3 +105,5 @@ TEST_CASE("buffer pool: the capacity bounds what is kept; lowering it evicts; 0 
   t.reset();
   CHECK(cached() >= 4 * mib);
 }
+
+}  // namespace tmod_test_core_buffer_pool

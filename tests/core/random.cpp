@@ -13,6 +13,8 @@
 #include <set>
 #include <span>
 
+namespace tmod_test_core_random {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -94,3 +96,5 @@ TEST_CASE("randn, uniform: the same seed gives the same tensor, another seed ano
   const tmod::Tensor u = tmod::uniform({1000}, 0.f, 1.f, 4), w = tmod::uniform({1000}, 0.f, 1.f, 4);
   CHECK(std::ranges::equal(u.values<float>(), w.values<float>()));
 }
+
+}  // namespace tmod_test_core_random

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_core_tensor {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -171,3 +173,5 @@ TEST_CASE("QParams: carried by the handle, copied by clone and reshape, cleared 
   CHECK_FALSE(t.qparams().has_value());
   CHECK(c.qparams().has_value());  // the clone keeps its own
 }
+
+}  // namespace tmod_test_core_tensor

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+namespace tmod_test_core_xtensor {
+
 namespace tmod = tracemod;
 
 namespace {
@@ -149,3 +151,5 @@ TEST_CASE("from_xt: more than 8 dimensions is a shape_error") {
   CHECK_THROWS_WITH_AS((void)tmod::from_xt(rank9), "from_xt: the expression has rank 9, above the maximum of 8",
                        tmod::shape_error);
 }
+
+}  // namespace tmod_test_core_xtensor

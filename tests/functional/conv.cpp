@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+namespace tmod_test_functional_conv {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -103,3 +105,5 @@ TEST_CASE("functional: conv2d params: an integer means both axes; defaults are P
 }
 
 }  // namespace
+
+}  // namespace tmod_test_functional_conv

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_functional_conv_bias_activation {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -86,3 +88,5 @@ TEST_CASE("registry: conv_bias_activation's entry (params, positional params, er
   bad[4] = tmod::Value("swish");
   CHECK_THROWS_AS((void)e.infer_shape(e.make_params(bad).get(), shapes), tmod::value_error);
 }
+
+}  // namespace tmod_test_functional_conv_bias_activation

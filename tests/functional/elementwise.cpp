@@ -14,6 +14,8 @@
 #include <limits>
 #include <string>
 
+namespace tmod_test_functional_elementwise {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -241,3 +243,5 @@ TEST_CASE("functional: NaN and infinities propagate as in PyTorch") {
 }
 
 }  // namespace
+
+}  // namespace tmod_test_functional_elementwise

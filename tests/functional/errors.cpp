@@ -14,6 +14,8 @@
 #include <typeinfo>
 #include <vector>
 
+namespace tmod_test_functional_errors {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -224,3 +226,5 @@ TEST_CASE("functional errors: every class derives from tracemod::error") {
 }
 
 }  // namespace
+
+}  // namespace tmod_test_functional_errors

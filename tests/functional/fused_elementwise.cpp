@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_functional_fused_elementwise {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -112,3 +114,5 @@ TEST_CASE("registry: elemwise.fused is elementwise, prints its program, takes a 
   CHECK(same_bits(e.call(p.get(), ops), F::relu(x * 0.5f + 1.0f)));
   CHECK_FALSE(F::entry_of(F::conv2d).callee_text);
 }
+
+}  // namespace tmod_test_functional_fused_elementwise

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+namespace tmod_test_functional_linalg {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -188,3 +190,5 @@ TEST_CASE("functional: matmul and linear leave their inputs unchanged") {
 }
 
 }  // namespace
+
+}  // namespace tmod_test_functional_linalg

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_functional_manifest {
+
 namespace {
 
 std::set<std::string, std::less<>> listed_ops() {
@@ -55,3 +57,5 @@ TEST_CASE("functional goldens: case parameters are parsed strictly") {
 }
 
 }  // namespace
+
+}  // namespace tmod_test_functional_manifest

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_functional_normalization {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -144,3 +146,5 @@ TEST_CASE("functional: batch_norm keeps empty inputs empty") {
 }
 
 }  // namespace
+
+}  // namespace tmod_test_functional_normalization

@@ -14,6 +14,8 @@
 #include <functional>
 #include <string>
 
+namespace tmod_test_functional_operators {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -175,3 +177,5 @@ TEST_CASE("functional: in-place operators reject a shape change and bad operands
 }
 
 }  // namespace
+
+}  // namespace tmod_test_functional_operators

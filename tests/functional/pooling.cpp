@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 
+namespace tmod_test_functional_pooling {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -195,3 +197,5 @@ TEST_CASE("functional: adaptive_avg_pool2d against a scalar loop") {
 }
 
 }  // namespace
+
+}  // namespace tmod_test_functional_pooling

@@ -20,6 +20,8 @@
 #include <type_traits>
 #include <vector>
 
+namespace tmod_test_functional_positional {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -248,3 +250,5 @@ TEST_CASE("positional: an op's definition alone gives it the call forms") {
 }
 
 }  // namespace
+
+}  // namespace tmod_test_functional_positional

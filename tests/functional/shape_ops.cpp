@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_functional_shape_ops {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -183,3 +185,5 @@ TEST_CASE("functional: concat of three along each axis, against a scalar loop") 
 }
 
 }  // namespace
+
+}  // namespace tmod_test_functional_shape_ops

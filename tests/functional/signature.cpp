@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+namespace tmod_test_functional_signature {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -262,3 +264,5 @@ TEST_CASE("functional signature: repr of doubles matches Python's float repr") {
 }
 
 }  // namespace
+
+}  // namespace tmod_test_functional_signature

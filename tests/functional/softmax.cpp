@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 
+namespace tmod_test_functional_softmax {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -106,3 +108,5 @@ TEST_CASE("functional: softmax of empty tensors") {
 }
 
 }  // namespace
+
+}  // namespace tmod_test_functional_softmax

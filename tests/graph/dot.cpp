@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+namespace tmod_test_graph_dot {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -94,3 +96,5 @@ TEST_CASE("to_dot: a module called twice draws its graph at each call") {
   CHECK(count(dot, "g1_return [label=\"return relu_out\"") == 1);
   CHECK(count(dot, "g2_return [label=\"return relu_out\"") == 1);
 }
+
+}  // namespace tmod_test_graph_dot

@@ -3,6 +3,8 @@
 
 #include <string>
 
+namespace tmod_test_graph_errors {
+
 using namespace graph_test;
 
 namespace {
@@ -173,3 +175,5 @@ TEST_CASE("surgery through DESIGN.md's member spelling: insert_exprs, replace_no
   CHECK(error_of<tmod::graph_error>([&] { (void)t(tmod::tensor({3.f})); }).find("takes 2 inputs, got 1") !=
         std::string::npos);
 }
+
+}  // namespace tmod_test_graph_errors

@@ -19,6 +19,8 @@
 #include <string>
 #include <tuple>
 
+namespace tmod_test_graph_lowering {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -267,3 +269,5 @@ TEST_CASE("lowering: a tmod::wrap function is one node of its own op type in the
   tmod::TracedModule run = lowered;
   check_bitwise(run(x), expected);
 }
+
+}  // namespace tmod_test_graph_lowering

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_graph_printing {
+
 using namespace graph_test;
 
 TEST_CASE("SimpleModule prints exactly as DESIGN.md shows") {
@@ -148,3 +150,5 @@ TEST_CASE("an empty graph prints an empty line; outputs print flattened") {
   tmod::TracedModule ti = tmod::trace_module(id, tmod::ones({2}));
   CHECK(text(ti.graph()) == "IdentityMod.Graph (self, x) {\n\t\n\treturn x\n}");
 }
+
+}  // namespace tmod_test_graph_printing

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_graph_queries {
+
 using namespace graph_test;
 
 namespace {
@@ -221,3 +223,5 @@ TEST_CASE("Expr::interpret runs one expr on given values; the interpreter frees 
   check_identical(tc(x), chain(x));
   CHECK(tc.graph().peak_live_bytes() == 2 * x.nbytes());
 }
+
+}  // namespace tmod_test_graph_queries

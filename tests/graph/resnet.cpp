@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_graph_resnet {
+
 using namespace graph_test;
 
 namespace {
@@ -113,3 +115,5 @@ TEST_CASE("ResNet-18 at full width: the traced module runs the same kernels as e
   check_identical(t(x), net(x));
   check_identical(t.flatten()(x), net(x));
 }
+
+}  // namespace tmod_test_graph_resnet

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_graph_surgery {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -703,3 +705,5 @@ TEST_CASE("reset_outputs: the output replaced by the input compiles to an empty 
   CHECK_NOTHROW(tmod::check(g));
   CHECK(max_abs_diff(t(x).tensor(), x) == 0);
 }
+
+}  // namespace tmod_test_graph_surgery

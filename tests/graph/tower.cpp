@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <string>
 
+namespace tmod_test_graph_tower {
+
 namespace {
 namespace tmod = tracemod;
 }  // namespace
@@ -60,3 +62,5 @@ TEST_CASE("trace_module: a loop over a ModuleList with reassigned variables (mod
   const tmod::Tensor other = tmod::randn({2, 6}, 12);
   CHECK(std::ranges::equal(traced(other).tensor().values<float>(), m(other).values<float>()));
 }
+
+}  // namespace tmod_test_graph_tower

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_io_npy {
+
 namespace tmod = tracemod;
 namespace fs = std::filesystem;
 
@@ -412,3 +414,5 @@ TEST_CASE("golden: broadcast add and a rank-4 transpose match scalar loops") {
     CHECK(wrong == 0);
   }
 }
+
+}  // namespace tmod_test_io_npy

@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+namespace tmod_test_kernels_batch_norm {
+
 namespace {
 
 namespace k = tracemod::kernels;
@@ -162,3 +164,5 @@ TEST_CASE("batch_norm_training: one value per channel is an error, an empty batc
   CHECK_NOTHROW(k::batch_norm_inference(x.data(), y.data(), 1, 0, 2, nullptr, nullptr, nullptr, nullptr, 1e-5f));
   CHECK(y == std::vector<float>{-7.0f, -7.0f});  // no write
 }
+
+}  // namespace tmod_test_kernels_batch_norm

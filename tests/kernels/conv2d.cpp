@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_kernels_conv2d {
+
 namespace {
 
 namespace kern = tracemod::kernels;
@@ -358,3 +360,5 @@ TEST_CASE("conv2d: validate() names the op and the offending values") {
                   tracemod::shape_error);
   CHECK_NOTHROW(kern::validate(geometry(1, 3, 5, 5, 2, 5, 5), "conv2d"));
 }
+
+}  // namespace tmod_test_kernels_conv2d

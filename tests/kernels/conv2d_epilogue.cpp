@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_kernels_conv2d_epilogue {
+
 namespace {
 
 namespace kern = tracemod::kernels;
@@ -185,3 +187,5 @@ TEST_CASE("relu and relu6: NaN passes, -0 becomes +0, in the vector and the scal
     }
   }
 }
+
+}  // namespace tmod_test_kernels_conv2d_epilogue

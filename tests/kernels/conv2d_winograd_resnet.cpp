@@ -12,6 +12,8 @@
 #include <random>
 #include <vector>
 
+namespace tmod_test_kernels_conv2d_winograd_resnet {
+
 namespace {
 
 namespace kern = tracemod::kernels;
@@ -60,3 +62,5 @@ TEST_CASE("conv2d: Winograd on the ResNet-18 3x3 layers is within 1e-4 of float6
     CHECK(max_error <= 1e-4 * scale);  // measured: 1.8e-6 to 4.8e-6
   }
 }
+
+}  // namespace tmod_test_kernels_conv2d_winograd_resnet

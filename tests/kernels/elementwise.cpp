@@ -14,6 +14,8 @@
 #include <type_traits>
 #include <vector>
 
+namespace tmod_test_kernels_elementwise {
+
 namespace {
 
 namespace k = tracemod::kernels;
@@ -354,3 +356,5 @@ TEST_CASE("elementwise: shapes that do not broadcast are rejected") {
     CHECK(message.find("(3,)") != std::string::npos);
   }
 }
+
+}  // namespace tmod_test_kernels_elementwise

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_kernels_gemm {
+
 namespace {
 
 namespace kern = tracemod::kernels;
@@ -203,3 +205,5 @@ TEST_CASE("gemm: invalid sizes and leading dimensions throw value_error") {
   CHECK_THROWS_AS(kern::gemm_reference(false, false, 2, 2, 3, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2),
                   tracemod::value_error);
 }
+
+}  // namespace tmod_test_kernels_gemm

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_kernels_layout {
+
 namespace {
 
 namespace k = tracemod::kernels;
@@ -161,3 +163,5 @@ TEST_CASE("concat: mismatched shapes, bad axis, no inputs") {
   const std::array<const float*, 2> none = {nullptr, nullptr};
   CHECK_THROWS_AS(k::concat(none.data(), extents.data(), 2, 2, &y), shape_error);
 }
+
+}  // namespace tmod_test_kernels_layout

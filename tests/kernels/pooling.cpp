@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+namespace tmod_test_kernels_pooling {
+
 namespace {
 
 namespace k = tracemod::kernels;
@@ -336,3 +338,5 @@ TEST_CASE("pooling: empty batch or channels succeed and write nothing") {
   CHECK_NOTHROW(k::adaptive_avg_pool2d(x.data(), y.data(), 1, 3, 7, 7, 0, 1));
   CHECK(y == untouched);
 }
+
+}  // namespace tmod_test_kernels_pooling

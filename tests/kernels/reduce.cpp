@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+namespace tmod_test_kernels_reduce {
+
 namespace {
 
 namespace k = tracemod::kernels;
@@ -127,3 +129,5 @@ TEST_CASE("reduce: empty extents") {
   CHECK_NOTHROW(k::reduce_sum(x.data(), y.data(), 0, 5, 2));
   CHECK(y == untouched);
 }
+
+}  // namespace tmod_test_kernels_reduce

@@ -7,6 +7,8 @@
 
 #include <string_view>
 
+namespace tmod_test_kernels_simd {
+
 namespace k = tracemod::kernels;
 
 TEST_CASE("simd: the kernels use the widest instruction set the compiler targets") {
@@ -24,3 +26,5 @@ TEST_CASE("simd: the kernels use the widest instruction set the compiler targets
   CHECK(k::simd_width == 4);
 #endif
 }
+
+}  // namespace tmod_test_kernels_simd

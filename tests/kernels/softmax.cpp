@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+namespace tmod_test_kernels_softmax {
+
 namespace {
 
 namespace k = tracemod::kernels;
@@ -101,3 +103,5 @@ TEST_CASE("softmax: empty extents succeed and write nothing") {
   CHECK_NOTHROW(k::softmax(x.data(), y.data(), 4, 5, 0));
   CHECK(y == untouched);
 }
+
+}  // namespace tmod_test_kernels_softmax

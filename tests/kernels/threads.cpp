@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_kernels_threads {
+
 namespace {
 
 namespace k = tracemod::kernels;
@@ -220,3 +222,5 @@ TEST_CASE("threads: transpose and concat are bit-identical at 1-4 threads") {
     return y;
   });
 }
+
+}  // namespace tmod_test_kernels_threads

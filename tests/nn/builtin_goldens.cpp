@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_nn_builtin_goldens {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -140,3 +142,5 @@ TEST_CASE("Sequential matches PyTorch's nn.Sequential") {
                     M::Linear(4 * 4 * 4, 5)};
   check_case(seq, "sequential_conv_bn_relu_pool_flatten_linear");
 }
+
+}  // namespace tmod_test_nn_builtin_goldens

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_nn_builtin_modules {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -248,3 +250,5 @@ TEST_CASE("Sequential: typed access, structured bindings, CTAD, empty chain") {
   M::Sequential<M::ReLU, M::Identity> defaulted;  // default-constructible elements
   CHECK(defaulted.named_children().size() == 2);
 }
+
+}  // namespace tmod_test_nn_builtin_modules

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdint>
 
+namespace tmod_test_nn_init {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -96,3 +98,5 @@ TEST_CASE("init.kaiming_uniform_: bound gain * sqrt(3 / fan_in), gain sqrt(2 / (
   CHECK_FALSE(all_equal(bias, 0.f));
   CHECK_NOTHROW(init::default_layer_init_(weight, none, g));
 }
+
+}  // namespace tmod_test_nn_init

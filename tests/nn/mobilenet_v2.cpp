@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_nn_mobilenet_v2 {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -78,3 +80,5 @@ TEST_CASE("MobileNetV2: loads a torchvision state_dict and matches its output") 
   CHECK(report.empty());
   golden::check_close(net(x), expected, 1e-4, 1e-4 * scale, "mobilenet_v2");
 }
+
+}  // namespace tmod_test_nn_mobilenet_v2

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_nn_module_api {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -345,3 +347,5 @@ TEST_CASE("Module: repr prints the tree in PyTorch's format") {
             "affine=True, track_running_stats=True)\n  (head): Linear(in_features=2, out_features=4, bias=False)\n)") ==
         0);
 }
+
+}  // namespace tmod_test_nn_module_api

@@ -27,6 +27,8 @@
 #include <string_view>
 #include <type_traits>
 
+namespace tmod_test_nn_reflection {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -204,3 +206,5 @@ TEST_CASE("TM_MODULE: the call operator runs forward eagerly") {
     CHECK(z.at({0, o}) == doctest::Approx(lin * ml.scale.at({o})).epsilon(1e-5));
   }
 }
+
+}  // namespace tmod_test_nn_reflection

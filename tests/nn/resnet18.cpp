@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_nn_resnet18 {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -71,3 +73,5 @@ TEST_CASE("ResNet-18: the forward is bit-identical at 1, 2, 3 and 4 threads") {
     });
   }
 }
+
+}  // namespace tmod_test_nn_resnet18

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_nn_state_dict {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -137,3 +139,5 @@ TEST_CASE("load_state_dict: undefined tensors are neither saved nor expected") {
   CHECK(r.unexpected_keys == strings{"bias"});
   CHECK(same_values(no_bias.weight, with_bias.weight));
 }
+
+}  // namespace tmod_test_nn_state_dict

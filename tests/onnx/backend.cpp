@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+namespace tmod_test_onnx_backend {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -191,3 +193,5 @@ TEST_CASE("onnx backend tests: node and pytorch-converted cases import, run and 
   }
   CHECK(run >= 100);
 }
+
+}  // namespace tmod_test_onnx_backend

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_onnx_export {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -111,3 +113,5 @@ TEST_CASE("onnx export: batch norm in training mode is refused, opsets outside 1
   tmod::TracedModule t2 = tmod::trace_module(net, tmod::randn({2, 3, 32, 32}));
   CHECK_THROWS_WITH_AS((void)tmod::onnx::to_onnx(t2), doctest::Contains("training mode"), tmod::value_error);
 }
+
+}  // namespace tmod_test_onnx_export

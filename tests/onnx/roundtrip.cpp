@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+namespace tmod_test_onnx_roundtrip {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -330,3 +332,5 @@ TEST_CASE("onnx round trip: conv_bias_activation and elemwise.fused export as th
   CHECK(max_rel_diff(expected, traced(x).tensor()) <= 1e-5);
   CHECK(max_rel_diff(expected, imported(x).tensor()) <= 1e-5);
 }
+
+}  // namespace tmod_test_onnx_roundtrip

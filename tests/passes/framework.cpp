@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+namespace tmod_test_passes_framework {
+
 namespace {
 
 using namespace passes_test;
@@ -230,3 +232,5 @@ TEST_CASE("pattern matcher: module patterns with attribute predicates and functi
 }
 
 }  // namespace
+
+}  // namespace tmod_test_passes_framework

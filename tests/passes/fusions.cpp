@@ -6,6 +6,8 @@
 
 #include <models/resnet.hpp>
 
+namespace tmod_test_passes_fusions {
+
 namespace {
 
 using namespace passes_test;
@@ -499,3 +501,5 @@ TEST_CASE("ResNet-18 (narrow): every pass on the nested graphs, and all together
 }
 
 }  // namespace
+
+}  // namespace tmod_test_passes_fusions

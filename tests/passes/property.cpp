@@ -8,6 +8,8 @@
 
 #include <random>
 
+namespace tmod_test_passes_property {
+
 namespace {
 
 using namespace passes_test;
@@ -156,3 +158,5 @@ TEST_SUITE("passes-long" * doctest::skip()) {
 }
 
 }  // namespace
+
+}  // namespace tmod_test_passes_property

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_robustness_modules {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -234,3 +236,5 @@ TEST_CASE("robustness: a typed graph follows an attribute rebound by setattr") {
 }
 
 }  // namespace
+
+}  // namespace tmod_test_robustness_modules

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_robustness_sizes {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -188,3 +190,5 @@ TEST_CASE("robustness: .npy float64 values beyond float32's range are a format_e
 }
 
 }  // namespace
+
+}  // namespace tmod_test_robustness_sizes

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <string>
 
+namespace tmod_test_serialize_compat {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -63,3 +65,5 @@ TEST_CASE("compat: a module loader rewrites a saved module's config") {
   CHECK(m.getattr("fc").module().training());
   CHECK_FALSE(tmod::load(dir + "resnet_w2_v1.tmod").getattr("fc").module().training());
 }
+
+}  // namespace tmod_test_serialize_compat

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+namespace tmod_test_serialize_conv_bias_activation {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -86,3 +88,5 @@ TEST_CASE("elemwise.fused: traced, printed with its program, interpreted and sav
   CHECK(same_bits(traced(x).tensor(), expected));
   check_round_trip(traced, x, expected);
 }
+
+}  // namespace tmod_test_serialize_conv_bias_activation

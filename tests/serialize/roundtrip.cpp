@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_serialize_roundtrip {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -398,3 +400,5 @@ TEST_CASE("load: a builtin's tensor whose shape disagrees with its config is a f
   const std::string bn = load_error(with_description(file, [&](json& d) { set_config(d, "BatchNorm2d", "num_features", 4); }));
   CHECK(bn.find("module 'bn' (BatchNorm2d): tensor 'weight'") != std::string::npos);
 }
+
+}  // namespace tmod_test_serialize_roundtrip

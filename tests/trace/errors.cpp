@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_trace_errors {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -104,3 +106,5 @@ TEST_CASE("errors: specs and symbolic tensors outside a trace") {
   CHECK(contains(m, "symbolic_trace"));
   CHECK_THROWS_AS((void)(x + 1.f), tmod::graph_error);
 }
+
+}  // namespace tmod_test_trace_errors

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_test_trace_evaluate_elementwise {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -240,3 +242,5 @@ TEST_CASE("evaluate: the fused loop is bit-identical at 1, 2, 3 and 4 threads") 
   thread_counts::check_bit_identical("fused, same shapes", [&] { return values(flat(x, m, s)); });
   thread_counts::check_bit_identical("fused, broadcasting", [&] { return values(broadcast(x, mc, sc)); });
 }
+
+}  // namespace tmod_test_trace_evaluate_elementwise

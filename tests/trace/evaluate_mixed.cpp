@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+namespace tmod_test_trace_evaluate_mixed {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -145,3 +147,5 @@ TEST_CASE("evaluate: static and dynamic specs give the same values") {
   check_matches(fixed(x, w, b), f(x, w, b), false, "static specs");
   check_matches(dynamic(x, w, b), fixed(x, w, b), false, "dynamic vs static");
 }
+
+}  // namespace tmod_test_trace_evaluate_mixed

@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+namespace tmod_test_trace_mobilenet_v2 {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -29,3 +31,5 @@ TEST_CASE("MobileNetV2: the typed graph matches PyTorch and eager mode") {
   golden::check_close(y, expected, 1e-4, 1e-4 * golden::max_abs(expected), "traced mobilenet_v2");
   golden::check_close(y, net(x), 0.0, 0.0, "traced vs eager mobilenet_v2");
 }
+
+}  // namespace tmod_test_trace_mobilenet_v2

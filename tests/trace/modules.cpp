@@ -22,6 +22,8 @@
 #include <tuple>
 #include <type_traits>
 
+namespace tmod_test_trace_modules {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -171,3 +173,5 @@ TEST_CASE("modules: ResNet-18 traces and evaluates like eager mode") {
   CHECK(y.shape() == tmod::Shape{2, 10});
   golden::check_close(y, net(x), 0.0, 0.0, "ResNet-18");
 }
+
+}  // namespace tmod_test_trace_modules

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <tuple>
 
+namespace tmod_test_trace_positional {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -88,3 +90,5 @@ TEST_CASE("positional trace: concat of a tuple, reshape, transpose, matmul, pool
 }
 
 }  // namespace
+
+}  // namespace tmod_test_trace_positional

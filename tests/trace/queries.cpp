@@ -13,6 +13,8 @@
 
 #include "trace/trace_test.hpp"
 
+namespace tmod_test_trace_queries {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -166,3 +168,5 @@ TEST_CASE("queries: the graph type records the inputs in order") {
   CHECK(std::get<1>(g.inputs()).name == "y");
   CHECK(std::get<0>(g.inputs()).shape == tmod::Shape{2});
 }
+
+}  // namespace tmod_test_trace_queries

@@ -18,6 +18,8 @@
 #include <tuple>
 #include <type_traits>
 
+namespace tmod_test_trace_rewrite {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -161,3 +163,5 @@ TEST_CASE("simplify: rules apply under heavy ops, in every output, and keep shar
   golden::check_close(sa, a, 0.0, 0.0, "softmax output");  // x * 2 * 3 == x * 6: x * 2 is exact
   golden::check_close(sb, b, reassociation_tol, reassociation_tol, "shift output");
 }
+
+}  // namespace tmod_test_trace_rewrite
