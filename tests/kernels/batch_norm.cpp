@@ -45,7 +45,7 @@ void check_close(const std::vector<float>& y, const std::vector<double>& ref, do
 
 }  // namespace
 
-TEST_CASE("batch_norm_inference: matches the definition, with and without affine parameters") {
+TEST_CASE("batch_norm_inference: matches the definition, with and without affine parameters and activation") {
   const dims shapes[] = {{2, 3, 7}, {1, 5, 17}, {3, 4, 1}, {2, 37, 1}, {2, 64, 49}, {1, 2, 13}, {0, 3, 5}};
   unsigned seed = 21;
   for (const dims d : shapes) {
@@ -69,6 +69,15 @@ TEST_CASE("batch_norm_inference: matches the definition, with and without affine
       k::batch_norm_inference(in_place.data(), in_place.data(), d.n, d.c, d.s, mean_f.data(), var_f.data(), w, b,
                               eps);
       CHECK(in_place == y);
+      // With an activation: relu / relu6 of the same rounded values, in place too.
+      for (const k::activation act : {k::activation::relu, k::activation::relu6}) {
+        std::vector<float> expected = y;
+        for (float& v : expected) v = v <= 0.0f ? 0.0f : act == k::activation::relu6 && v > 6.0f ? 6.0f : v;
+        auto activated = x;
+        k::batch_norm_inference(activated.data(), activated.data(), d.n, d.c, d.s, mean_f.data(), var_f.data(), w, b,
+                                eps, act);
+        CHECK(activated == expected);
+      }
     }
   }
 }

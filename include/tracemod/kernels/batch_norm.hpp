@@ -17,10 +17,11 @@ namespace tracemod::kernels {
 
 /// Inference form: y = (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c], computed as
 /// y = x * scale[c] + shift[c] with scale and shift folded once per channel (as PyTorch does).
-/// weight and bias may be null (1 and 0). y may alias x.
+/// weight and bias may be null (1 and 0). y may alias x. `act` (relu / relu6) is applied as each
+/// value is stored, with the bits of the separate activation after the batch norm.
 inline void batch_norm_inference(const float* x, float* y, std::size_t n, std::size_t c, std::size_t s,
                                  const float* mean, const float* var, const float* weight, const float* bias,
-                                 float eps) {
+                                 float eps, activation act = activation::none) {
   std::vector<float> scale(c), shift(c);
   for (std::size_t ch = 0; ch < c; ++ch) {
     const double sc = (weight ? weight[ch] : 1.0) / std::sqrt(static_cast<double>(var[ch]) + eps);
@@ -37,10 +38,11 @@ inline void batch_norm_inference(const float* x, float* y, std::size_t n, std::s
                      float* yr = y + i * c;
                      std::size_t ch = 0;
                      for (; ch + simd_width <= c; ch += simd_width)
-                       xsimd::fma(fbatch::load_unaligned(xr + ch), fbatch::load_unaligned(scale.data() + ch),
-                                  fbatch::load_unaligned(shift.data() + ch))
+                       detail::activate(act, xsimd::fma(fbatch::load_unaligned(xr + ch),
+                                                        fbatch::load_unaligned(scale.data() + ch),
+                                                        fbatch::load_unaligned(shift.data() + ch)))
                            .store_unaligned(yr + ch);
-                     for (; ch < c; ++ch) yr[ch] = xr[ch] * scale[ch] + shift[ch];
+                     for (; ch < c; ++ch) yr[ch] = detail::activate(act, xr[ch] * scale[ch] + shift[ch]);
                    }
                  });
     return;
@@ -48,7 +50,7 @@ inline void batch_norm_inference(const float* x, float* y, std::size_t n, std::s
   parallel_for(0, signed_size(n * c), detail::grain_in_items(detail::grains().plane, signed_size(s)),
                [&](std::int64_t lo, std::int64_t hi) {
                  for (auto p = static_cast<std::size_t>(lo); p < static_cast<std::size_t>(hi); ++p)
-                   detail::affine_plane(x + p * s, y + p * s, s, scale[p % c], shift[p % c]);
+                   detail::affine_plane(x + p * s, y + p * s, s, scale[p % c], shift[p % c], act);
                });
 }
 

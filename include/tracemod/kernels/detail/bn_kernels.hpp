@@ -1,7 +1,8 @@
 // Batch-norm building blocks: per-channel moments of an [N, C, S] tensor and the per-plane
-// affine map y = x * scale + shift that both the inference and the training forms end with.
+// affine map y = act(x * scale + shift) that both the inference and the training forms end with.
 #pragma once
 
+#include <tracemod/kernels/detail/activation.hpp>
 #include <tracemod/kernels/detail/reduce_ops.hpp>
 #include <tracemod/kernels/simd.hpp>
 
@@ -10,13 +11,26 @@
 
 namespace tracemod::kernels::detail {
 
-/// y[i] = x[i] * scale + shift for i < len; y may be x.
-inline void affine_plane(const float* x, float* y, std::size_t len, float scale, float shift) noexcept {
+template <activation Act>
+inline void affine_plane_with(const float* x, float* y, std::size_t len, float scale, float shift) noexcept {
   const fbatch sb(scale), hb(shift);
   const std::size_t body = len - len % simd_width;
   std::size_t i = 0;
-  for (; i < body; i += simd_width) xsimd::fma(fbatch::load_unaligned(x + i), sb, hb).store_unaligned(y + i);
-  for (; i < len; ++i) y[i] = x[i] * scale + shift;
+  for (; i < body; i += simd_width)
+    activate(Act, xsimd::fma(fbatch::load_unaligned(x + i), sb, hb)).store_unaligned(y + i);
+  for (; i < len; ++i) y[i] = activate(Act, x[i] * scale + shift);
+}
+
+/// y[i] = act(x[i] * scale + shift) for i < len; y may be x. The activation applies to the
+/// rounded affine value, so the result has the bits of the affine map followed by relu / relu6.
+inline void affine_plane(const float* x, float* y, std::size_t len, float scale, float shift,
+                         activation act = activation::none) noexcept {
+  switch (act) {
+    case activation::relu: return affine_plane_with<activation::relu>(x, y, len, scale, shift);
+    case activation::relu6: return affine_plane_with<activation::relu6>(x, y, len, scale, shift);
+    case activation::none: break;
+  }
+  affine_plane_with<activation::none>(x, y, len, scale, shift);
 }
 
 /// Sums of d = p[i] - shift and of d * d over p[0, len), added into sum_d and sum_d2; float SIMD
