@@ -1,6 +1,10 @@
 // Builtin modules beyond the PyTorch goldens: default initialisation, argument checks, shape errors,
-// Dropout, Elemwise modes, containers, hand-derived values.
+// Dropout, Elemwise modes, containers, hand-derived values, eval-mode ConvBn2d / ConvBnRelu2d against
+// the separate conv, batch norm and relu.
 #include <tracemod/core/factories.hpp>
+#include <tracemod/functional/conv.hpp>
+#include <tracemod/functional/elementwise.hpp>
+#include <tracemod/functional/normalization.hpp>
 #include <tracemod/nn/activation.hpp>
 #include <tracemod/nn/batch_norm.hpp>
 #include <tracemod/nn/constant.hpp>
@@ -16,6 +20,7 @@
 #include <tracemod/nn/sequential.hpp>
 
 #include <doctest/doctest.h>
+#include <thread_counts.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -51,6 +56,58 @@ float max_abs(const tmod::Tensor& t) {
   float m = 0;
   for (float v : t.values<float>()) m = std::max(m, std::abs(v));
   return m;
+}
+
+/// Largest |a - b| of two float tensors of one shape.
+float max_diff(const tmod::Tensor& a, const tmod::Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  float m = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(a.data<float>()[i] - b.data<float>()[i]));
+  return m;
+}
+
+bool same_bits(const tmod::Tensor& a, const tmod::Tensor& b) {
+  return a.shape() == b.shape() && std::memcmp(a.data<float>(), b.data<float>(), a.nbytes()) == 0;
+}
+
+/// Batch norm statistics and affine parameters far from their initial 0 / 1.
+void randomize(M::BatchNorm2d& bn, std::uint64_t seed) {
+  const std::int64_t c = bn.num_features;
+  bn.running_mean = tmod::randn({c}, seed);
+  bn.running_var = tmod::uniform({c}, 0.5f, 2.f, seed + 1);
+  if (bn.weight.defined()) {
+    bn.weight = tmod::uniform({c}, -1.5f, 1.5f, seed + 2);  // negative scales too
+    bn.bias = tmod::randn({c}, seed + 3);
+  }
+}
+
+/// relu(batch_norm(conv2d(x))) (or without relu) by the separate functional ops, with the module's
+/// tensors: the eval-mode reference.
+template <class ConvBn>
+tmod::Tensor separate_ops(const ConvBn& m, const tmod::Tensor& x, bool relu) {
+  namespace F = tracemod::functional;
+  const tmod::Tensor c = m.conv.bias.defined() ? F::conv2d(x, m.conv.weight, m.conv.bias, m.conv.conv_params())
+                                               : F::conv2d(x, m.conv.weight, tmod::none, m.conv.conv_params());
+  const F::batch_norm_params p{.training = false, .eps = m.bn.eps};
+  const tmod::Tensor n = m.bn.weight.defined()
+                             ? F::batch_norm(c, m.bn.running_mean, m.bn.running_var, m.bn.weight, m.bn.bias, p)
+                             : F::batch_norm(c, m.bn.running_mean, m.bn.running_var, tmod::none, tmod::none, p);
+  return relu ? F::relu(n) : n;
+}
+
+/// The module's eval output against the separate ops: within 1e-5 of the largest value when the batch
+/// norm is folded into the weights (rounding differs), bit for bit when it runs as a pass over the
+/// conv's output (weights outnumber output values).
+template <class ConvBn>
+void check_eval(const ConvBn& m, const tmod::Tensor& x, bool relu) {
+  const tmod::Tensor expected = separate_ops(m, x, relu);
+  const tmod::Tensor y = m(x);
+  REQUIRE(y.shape() == expected.shape());
+  if (m.conv.weight.numel() > expected.numel()) {
+    CHECK(same_bits(y, expected));
+  } else {
+    CHECK(max_diff(y, expected) <= 1e-5f * max_abs(expected));
+  }
 }
 
 }  // namespace
@@ -249,6 +306,128 @@ TEST_CASE("Sequential: typed access, structured bindings, CTAD, empty chain") {
   CHECK(empty.named_children().empty());
   M::Sequential<M::ReLU, M::Identity> defaulted;  // default-constructible elements
   CHECK(defaulted.named_children().size() == 2);
+}
+
+TEST_CASE("ConvBn2d, ConvBnRelu2d in eval mode: one conv kernel call matches conv, batch norm, relu") {
+  struct config {
+    std::int64_t in, out, kernel;
+    M::Conv2dOptions conv;
+    M::BatchNorm2dOptions bn;
+    tmod::Shape x;
+  };
+  // Folded (weights <= output values) and batch norm pass, with and without bias, grouped,
+  // depthwise, strided, without affine parameters.
+  const std::vector<config> configs{
+      {4, 6, 3, {.padding = 1}, {}, {2, 4, 9, 9}},
+      {4, 8, 3, {.padding = 1}, {}, {2, 4, 16, 16}},  // 32 tiles: Winograd
+      {4, 6, 3, {.padding = 1, .groups = 2, .bias = false}, {.eps = 1e-3}, {2, 4, 9, 9}},
+      {6, 6, 3, {.stride = 2, .padding = 1, .groups = 6}, {}, {1, 6, 11, 11}},
+      {5, 8, 1, {.bias = false}, {.affine = false}, {3, 5, 6, 6}},
+      {16, 16, 3, {.padding = 1}, {}, {1, 16, 3, 3}},
+      {16, 12, 3, {.padding = 1, .groups = 4, .bias = false}, {}, {1, 16, 2, 2}},
+      {16, 16, 3, {.stride = 2, .padding = 1, .bias = false}, {.affine = false}, {2, 16, 4, 5}},
+  };
+  std::uint64_t seed = 100;
+  for (const config& c : configs) {
+    CAPTURE(c.x.to_string());
+    CAPTURE(c.conv.groups);
+    M::ConvBn2d convbn(c.in, c.out, c.kernel, c.conv, c.bn);
+    M::ConvBnRelu2d convbnrelu(c.in, c.out, c.kernel, c.conv, c.bn);
+    randomize(convbn.bn, seed);
+    randomize(convbnrelu.bn, seed + 10);
+    convbn.eval();
+    convbnrelu.eval();
+    const tmod::Tensor x = tmod::randn(c.x, seed + 20);
+    check_eval(convbn, x, false);
+    check_eval(convbnrelu, x, true);
+    thread_counts::check_bit_identical("ConvBnRelu2d " + c.x.to_string(), [&] {
+      const tmod::Tensor y = convbnrelu(x);
+      return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
+    });
+    seed += 100;
+  }
+}
+
+TEST_CASE("ConvBnRelu2d in eval mode: new weights and statistics are used on the next call") {
+  // One configuration per path: folded into the weights, and a batch norm pass.
+  for (const tmod::Shape& shape : {tmod::Shape{2, 4, 8, 8}, tmod::Shape{1, 4, 2, 2}}) {
+    CAPTURE(shape.to_string());
+    M::ConvBnRelu2d m(4, 4, 3, {.padding = 1});
+    randomize(m.bn, 1);
+    m.eval();
+    const tmod::Tensor x = tmod::randn(shape, 2);
+    float* weight = m.conv.weight.data<float>();  // a pointer kept across calls
+    check_eval(m, x, true);
+    const tmod::Tensor before = m(x);
+
+    weight[5] += 1.f;  // a write through the kept pointer
+    check_eval(m, x, true);
+    CHECK_FALSE(same_bits(m(x), before));
+    m.conv.bias.data<float>()[1] = 3.f;
+    m.bn.running_var.data<float>()[2] = 0.25f;
+    m.bn.weight.data<float>()[3] = -2.f;
+    check_eval(m, x, true);
+    m.bn.running_mean = tmod::randn({4}, 3);  // a new tensor
+    check_eval(m, x, true);
+    m.bn.eps = 0.5;
+    check_eval(m, x, true);
+    m.bn.eps = 1e-5;
+
+    // load_state_dict copies into the module's tensors.
+    M::ConvBnRelu2d other(4, 4, 3, {.padding = 1});
+    randomize(other.bn, 4);
+    other.eval();
+    m.load_state_dict(other.state_dict());
+    CHECK(same_bits(m(x), other(x)));
+    check_eval(m, x, true);
+
+    // A training call updates the running statistics; the next eval call uses them.
+    const tmod::Tensor mean_before = m.bn.running_mean.clone();
+    m.train();
+    (void)m(x);
+    CHECK_FALSE(same_bits(m.bn.running_mean, mean_before));
+    m.eval();
+    check_eval(m, x, true);
+  }
+}
+
+TEST_CASE("ConvBn2d, ConvBnRelu2d in training mode: conv, batch norm, relu as before") {
+  namespace F = tracemod::functional;
+  M::ConvBnRelu2d m(4, 6, 3, {.padding = 1, .groups = 2});
+  M::ConvBn2d m2(4, 6, 3, {.padding = 1, .groups = 2});
+  M::Conv2d conv(4, 6, 3, {.padding = 1, .groups = 2});
+  M::BatchNorm2d bn(6);
+  randomize(m.bn, 7);
+  m2.load_state_dict(m.state_dict());
+  conv.load_state_dict(m.conv.state_dict());
+  bn.load_state_dict(m.bn.state_dict());
+  const tmod::Tensor x = tmod::randn({2, 4, 5, 5}, 8);
+  for (int call = 0; call < 2; ++call) {
+    const tmod::Tensor expected = bn(conv(x));
+    CHECK(same_bits(m2(x), expected));
+    CHECK(same_bits(m(x), F::relu(expected)));
+  }
+  // Each module counted its two batches and updated its statistics as the separate bn did.
+  for (const M::BatchNorm2d* b : {&m.bn, &m2.bn}) {
+    CHECK(b->num_batches_tracked.item<std::int32_t>() == 2);
+    CHECK(same_bits(b->running_mean, bn.running_mean));
+    CHECK(same_bits(b->running_var, bn.running_var));
+  }
+}
+
+TEST_CASE("ConvBn2d in eval mode reports bad input as the conv does, naming the ConvBn2d") {
+  M::ConvBn2d m(3, 8, 3, {.stride = 2, .padding = 1});
+  m.eval();
+  for (const tmod::Shape& shape : {tmod::Shape{1, 4, 8, 8}, tmod::Shape{1, 3, 8}}) {
+    const std::string conv_error = error_of<tmod::shape_error>([&] { (void)m.conv(tmod::zeros(shape)); });
+    REQUIRE(contains(conv_error, "Conv2d: nn.conv2d: input " + shape.to_string()));
+    CHECK(error_of<tmod::shape_error>([&] { (void)m(tmod::zeros(shape)); }) ==
+          "ConvBn2d: " + conv_error.substr(conv_error.find("nn.conv2d")));
+  }
+  CHECK(contains(error_of<tmod::dtype_error>([&] { (void)m(tmod::zeros({1, 3, 8, 8}, tmod::DType::int32)); }), "inp"));
+  // A batch norm whose statistics do not fit the conv runs the separate calls and their errors.
+  m.bn.running_mean = tmod::zeros({7});
+  CHECK_THROWS_AS((void)m(tmod::zeros({1, 3, 8, 8})), tmod::shape_error);
 }
 
 }  // namespace tmod_test_nn_builtin_modules

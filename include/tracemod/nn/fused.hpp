@@ -1,15 +1,78 @@
 // Fused modules holding a conv and a bn (MegEngine's ConvBn2d / ConvBnRelu2d): one module the
-// quantization and fusion passes treat as a unit; state_dict keys conv.* and bn.*.
+// quantization and fusion passes treat as a unit; state_dict keys conv.* and bn.*. In eval mode the
+// batch norm (and relu) run inside the one conv kernel call or right after it (docs/modules.md).
 #pragma once
 
+#include <tracemod/functional/conv.hpp>
 #include <tracemod/functional/elementwise.hpp>
+#include <tracemod/functional/fold_batch_norm.hpp>
+#include <tracemod/kernels/batch_norm.hpp>
+#include <tracemod/kernels/conv2d.hpp>
 #include <tracemod/nn/batch_norm.hpp>
 #include <tracemod/nn/conv.hpp>
 #include <tracemod/nn/reflection.hpp>
 
 #include <cstdint>
+#include <optional>
 
 namespace tracemod::nn {
+
+namespace detail {
+
+/// The statistics an inference batch norm after `conv` normalises with, when the conv and the batch
+/// norm are what the single-kernel path expects: bn in eval mode with running statistics, float32
+/// tensors of the conv's output channel count. Otherwise nothing, and the modules run conv, bn (and
+/// relu) as separate calls, which report whatever is wrong the way they always have.
+inline std::optional<functional::batch_norm_stats> inference_stats(const Conv2d& conv, const BatchNorm2d& bn) {
+  if (bn.training() || !bn.running_mean.defined() || !bn.running_var.defined() || !(bn.eps >= 0)) return std::nullopt;
+  const Tensor& w = conv.weight;
+  if (!w.defined() || w.dtype() != DType::float32 || w.shape().rank() != 4) return std::nullopt;
+  const std::int64_t k = w.shape()[0];
+  if (bn.num_features != k) return std::nullopt;
+  if (conv.bias.defined() && !(conv.bias.dtype() == DType::float32 && conv.bias.shape() == Shape{k}))
+    return std::nullopt;
+  if (bn.weight.defined() && !bn.bias.defined()) return std::nullopt;
+  // BatchNorm2d passes its affine parameters only when it has a weight.
+  const functional::batch_norm_stats stats{&bn.running_mean, &bn.running_var,
+                                           bn.weight.defined() ? &bn.weight : nullptr,
+                                           bn.weight.defined() ? &bn.bias : nullptr, bn.eps};
+  if (!functional::stats_fit(stats, k)) return std::nullopt;
+  return stats;
+}
+
+/// act(bn(conv(x))) for an inference batch norm, in one convolution kernel call
+/// (kernels::conv2d_bias_activation). Folding the batch norm into the conv costs a multiply per
+/// weight on every call (the weights may change between calls, and nothing tells when); a batch norm
+/// over the output costs one per output value. So whichever is fewer runs (measured in
+/// docs/modules.md): with no more weights than output values, the conv runs with the folded weight
+/// and bias and the activation in its epilogue; otherwise the conv runs with its own bias, and the
+/// batch norm and the activation follow in one pass over the output, in place, with the bits of the
+/// separate calls.
+inline Tensor conv_bn_inference(const Conv2d& conv, const functional::batch_norm_stats& stats, const Tensor& x,
+                                kernels::activation act) {
+  using functional::conv2d_fn;
+  functional::require_float32(conv2d_fn::target, "inp", x);
+  const Shape bias_shape = conv.bias.defined() ? conv.bias.shape() : Shape{};
+  const kernels::conv2d_geometry g = conv2d_fn::geometry(conv.conv_params(), x.shape(), conv.weight.shape(),
+                                                         conv.bias.defined() ? &bias_shape : nullptr);
+  Tensor y = Tensor::empty(Shape{g.n, g.k, g.out_h(), g.out_w()}, DType::float32, "ConvBn2d");
+  if (conv.weight.numel() <= y.numel()) {
+    const auto [w, b] = functional::fold_conv_bn(conv.weight, conv.bias, stats);
+    kernels::conv2d_bias_activation(g, x.data<float>(), w.data<float>(), {b.data<float>(), nullptr, act},
+                                    y.data<float>());
+    return y;
+  }
+  const auto data = [](const Tensor* t) { return t != nullptr ? t->data<float>() : nullptr; };
+  kernels::conv2d_bias_activation(g, x.data<float>(), conv.weight.data<float>(),
+                                  {conv.bias.defined() ? conv.bias.data<float>() : nullptr}, y.data<float>());
+  float* out = y.data<float>();
+  kernels::batch_norm_inference(out, out, static_cast<std::size_t>(g.n), static_cast<std::size_t>(g.k),
+                                static_cast<std::size_t>(g.out_h() * g.out_w()), data(stats.mean), data(stats.var),
+                                data(stats.gamma), data(stats.beta), static_cast<float>(stats.eps), act);
+  return y;
+}
+
+}  // namespace detail
 
 /// bn(conv(x))
 class ConvBn2d : public Module {
@@ -23,7 +86,12 @@ class ConvBn2d : public Module {
 
   TM_BUILTIN_MODULE(ConvBn2d, conv, bn)
 
-  [[nodiscard]] Tensor forward(const Tensor& x) const { return bn(conv(x)); }
+  /// In eval mode one conv kernel call (detail::conv_bn_inference); in training mode conv, then bn.
+  [[nodiscard]] Tensor forward(const Tensor& x) const {
+    if (const auto stats = detail::inference_stats(conv, bn))
+      return detail::conv_bn_inference(conv, *stats, x, kernels::activation::none);
+    return bn(conv(x));
+  }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return bn.infer_shape(conv.infer_shape(x)); }
 };
 
@@ -39,7 +107,12 @@ class ConvBnRelu2d : public Module {
 
   TM_BUILTIN_MODULE(ConvBnRelu2d, conv, bn)
 
-  [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::relu(bn(conv(x))); }
+  /// In eval mode one conv kernel call (detail::conv_bn_inference); in training mode conv, bn, relu.
+  [[nodiscard]] Tensor forward(const Tensor& x) const {
+    if (const auto stats = detail::inference_stats(conv, bn))
+      return detail::conv_bn_inference(conv, *stats, x, kernels::activation::relu);
+    return functional::relu(bn(conv(x)));
+  }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return bn.infer_shape(conv.infer_shape(x)); }
 };
 
