@@ -11,6 +11,11 @@
 //   BM_resnet18_*_kernels           only the conv and linear calls of that module, each run on inputs
 //                                   of its traced shapes: module - kernels is the time spent outside
 //                                   conv/linear kernels (bar for the optimized copy: <= 0.5 ms)
+//   BM_machine_limits               the FMA peak of this core in the same run (machine_limits.hpp):
+//                                   the module benchmarks report GFLOP/s and of_peak, counting the
+//                                   direct convolutions' and fc's multiply-adds as 2 flops each
+#include "machine_limits.hpp"
+
 #include <models/resnet.hpp>
 
 #include <tracemod/core/factories.hpp>
@@ -41,8 +46,11 @@ std::vector<std::function<tmod::Tensor()>> kernel_calls(const tmod::TracedModule
   std::vector<std::function<tmod::Tensor()>> calls;
   for (const G::Graph* g : m.graph().graphs(true))
     for (const G::Expr* e : g->exprs(false)) {
+      // Read-only like the node's value if that is (a weight whose kernel keeps derived data).
       const auto random_like = [](const G::Node* n) {
-        return tmod::randn(static_cast<const G::TensorNode*>(n)->shape(), 11);
+        tmod::Tensor t = tmod::randn(static_cast<const G::TensorNode*>(n)->shape(), 11);
+        if (const tmod::Tensor* c = tmod::passes::constant_tensor(n); c != nullptr && c->read_only()) t.make_read_only();
+        return t;
       };
       if (e->is_module_call()) {
         const tmod::Module* callee = static_cast<const G::ModuleNode*>(e->inputs().front())->owner();
@@ -75,6 +83,29 @@ std::vector<std::function<tmod::Tensor()>> kernel_calls(const tmod::TracedModule
       });
     }
   return calls;
+}
+
+/// 2 x the multiply-adds of the direct conv and linear calls of a module's graphs (module calls and
+/// op calls): 2 x output elements x weight elements per output channel.
+double conv_linear_flops(const tmod::TracedModule& m) {
+  double flops = 0.0;
+  const auto add = [&](const G::Node* out, const tmod::Shape& weight) {
+    const auto* y = static_cast<const G::TensorNode*>(out);
+    flops += 2.0 * static_cast<double>(y->shape().numel()) * static_cast<double>(weight.numel() / weight[0]);
+  };
+  for (const G::Graph* g : m.graph().graphs(true))
+    for (const G::Expr* e : g->exprs(false)) {
+      if (e->is_module_call()) {
+        const tmod::Module* callee = static_cast<const G::ModuleNode*>(e->inputs().front())->owner();
+        if (const auto* conv = dynamic_cast<const M::Conv2d*>(callee)) add(e->output(), conv->weight.shape());
+        if (const auto* fc = dynamic_cast<const M::Linear*>(callee)) add(e->output(), fc->weight.shape());
+        continue;
+      }
+      const tmod::functional::op_entry* op = e->op();
+      if (op != nullptr && (op->target == "nn.conv2d" || op->target == "nn.conv_bias_activation" || op->target == "nn.linear"))
+        add(e->output(), static_cast<const G::TensorNode*>(e->inputs()[1])->shape());
+    }
+  return flops;
 }
 
 struct passes_fixture {
@@ -114,6 +145,7 @@ void BM_resnet18_unoptimized(benchmark::State& state) {
   passes_fixture& f = fixture();
   tmod::set_num_threads(1);
   for (auto _ : state) benchmark::DoNotOptimize(f.traced(f.x));
+  tmod::bench::report_flops(state, conv_linear_flops(f.traced));
 }
 BENCHMARK(BM_resnet18_unoptimized)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 
@@ -121,6 +153,7 @@ void BM_resnet18_megengine_passes(benchmark::State& state) {
   passes_fixture& f = fixture();
   tmod::set_num_threads(1);
   for (auto _ : state) benchmark::DoNotOptimize(f.megengine(f.x));
+  tmod::bench::report_flops(state, conv_linear_flops(f.megengine));
 }
 BENCHMARK(BM_resnet18_megengine_passes)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 
@@ -139,6 +172,7 @@ void BM_resnet18_optimized(benchmark::State& state) {
   passes_fixture& f = fixture();
   tmod::set_num_threads(1);
   for (auto _ : state) benchmark::DoNotOptimize(f.optimized(f.x));
+  tmod::bench::report_flops(state, conv_linear_flops(f.optimized));
 }
 BENCHMARK(BM_resnet18_optimized)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 

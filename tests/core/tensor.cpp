@@ -96,6 +96,39 @@ TEST_CASE("Tensor.data<T>: the wrong element type is a dtype_error naming both t
   CHECK(f.data<float>()[1] == 0.f);
 }
 
+TEST_CASE("Tensor.make_read_only: every sharing handle refuses writes for good; derived data is made once") {
+  tmod::Tensor t = tmod::arange(0, 6).reshape({2, 3});
+  tmod::Tensor view = t.reshape({6});
+  CHECK_THROWS_AS((void)t.derived<float>("sum", [] { return 0.0f; }), tmod::value_error);  // still writable
+  view.data<float>()[0] = 7.0f;
+  t.make_read_only();
+  CHECK(view.read_only());
+  CHECK_THROWS_WITH_AS((void)view.data<float>(),
+                       "Tensor.data: the float32 tensor of shape (6,) is read-only (a constant whose kernel keeps data "
+                       "derived from it); write to a clone()",
+                       tmod::value_error);
+  CHECK_THROWS_AS((void)t.values<float>(), tmod::value_error);
+  const tmod::Tensor& read = t;
+  CHECK(read.data<float>()[0] == 7.0f);  // reading is unaffected
+  tmod::Tensor copy = t.clone();
+  CHECK_FALSE(copy.read_only());
+  copy.data<float>()[0] = 1.0f;
+  CHECK(read.data<float>()[0] == 7.0f);
+
+  int made = 0;
+  const auto sum = [&] {
+    ++made;
+    float total = 0.0f;
+    for (float x : read.values<float>()) total += x;
+    return total;
+  };
+  CHECK(*t.derived<float>("sum", sum) == 22.0f);  // 7 + 1 + 2 + 3 + 4 + 5
+  CHECK(*view.derived<float>("sum", sum) == 22.0f);  // the same buffer: the same derived data
+  CHECK(made == 1);
+  CHECK(*t.derived<float>("twice the sum", [&] { return 2.0f * sum(); }) == 44.0f);
+  CHECK(made == 2);
+}
+
 TEST_CASE("tensor(): nested braces must not be ragged; a span must fill its shape") {
   const tmod::Tensor t = tmod::tensor({{{1, 2}, {3, 4}}, {{5, 6}, {7, 8}}});
   CHECK(t.shape() == tmod::Shape{2, 2, 2});

@@ -172,6 +172,44 @@ TEST_CASE("conv2d_bias_activation: bit-identical at 1 to 4 threads on every path
   }
 }
 
+TEST_CASE("conv2d_winograd: filters transformed once give the bits of conv2d_bias_activation's Winograd") {
+  kern::conv2d_geometry g{2, 5, 13, 10, 7, 3, 3};
+  g.pad_h = g.pad_w = 1;
+  const operands o = make_operands(g, 9u);
+  const std::vector<float> filters = kern::conv2d_winograd_filters(g, o.weight.data());
+  const auto n = static_cast<std::size_t>(out_size(g));
+  for (const kern::activation a : {kern::activation::none, kern::activation::relu, kern::activation::relu6}) {
+    CAPTURE(activation_name(a));
+    const kern::conv2d_epilogue e{o.bias.data(), o.residual.data(), a};
+    std::vector<float> want(n), got(n);
+    kern::conv2d_bias_activation(g, o.input.data(), o.weight.data(), e, want.data(), kern::conv2d_algorithm::winograd);
+    kern::conv2d_winograd(g, o.input.data(), filters.data(), e, got.data());
+    CHECK(thread_counts::same_bits(got, want));
+  }
+  kern::conv2d_geometry strided = g;
+  strided.stride_h = 2;
+  CHECK_THROWS_AS(kern::conv2d_winograd(strided, o.input.data(), filters.data(), kern::conv2d_epilogue{}, nullptr),
+                  tracemod::value_error);
+}
+
+TEST_CASE("conv2d_prefers_winograd_filters: from 16 tiles, 3x3 stride 1 only, and as the algorithm switch says") {
+  const auto square = [](std::int64_t c, std::int64_t size) {
+    return kern::conv2d_geometry{1, c, size, size, c, 3, 3, 1, 1, 1, 1};
+  };
+  CHECK(kern::conv2d_prefers_winograd_filters(square(64, 56)));  // 196 tiles
+  CHECK(kern::conv2d_prefers_winograd_filters(square(256, 14)));  // 16
+  CHECK_FALSE(kern::conv2d_prefers_winograd_filters(square(256, 12)));  // 9
+  CHECK_FALSE(kern::conv2d_prefers_winograd_filters(square(512, 7)));  // 4
+  kern::conv2d_geometry strided = square(64, 56);
+  strided.stride_h = strided.stride_w = 2;
+  CHECK_FALSE(kern::conv2d_prefers_winograd_filters(strided));
+  kern::set_conv2d_algorithm(kern::conv2d_algorithm::direct);
+  CHECK_FALSE(kern::conv2d_prefers_winograd_filters(square(64, 56)));
+  kern::set_conv2d_algorithm(kern::conv2d_algorithm::winograd);
+  CHECK(kern::conv2d_prefers_winograd_filters(square(512, 7)));
+  kern::set_conv2d_algorithm(kern::conv2d_algorithm::automatic);
+}
+
 TEST_CASE("relu and relu6: NaN passes, -0 becomes +0, in the vector and the scalar form") {
   const float nan = std::nanf("");
   for (const kern::activation a : {kern::activation::relu, kern::activation::relu6}) {

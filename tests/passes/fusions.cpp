@@ -3,14 +3,19 @@
 // all of them on nested modules and ResNet-18; every optimized module computes what the original
 // computes.
 #include "passes_test.hpp"
+#include "thread_counts.hpp"
 
 #include <models/resnet.hpp>
+
+#include <cstring>
+#include <span>
 
 namespace tmod_test_passes_fusions {
 
 namespace {
 
 using namespace passes_test;
+namespace kern = tracemod::kernels;
 
 void randomize(M::BatchNorm2d& bn, std::uint64_t seed) {
   const std::int64_t c = bn.num_features;
@@ -421,6 +426,80 @@ TEST_CASE("FuseConvEpilogue refuses: a conv or add result used elsewhere, a broa
   // relu(c): c is returned; relu(d + x): the sum is returned, but d + x alone still fuses (d has
   // one user) as an identity epilogue; relu(e + row): row broadcasts.
   CHECK(join(calls(opt.graph())) == "nn.conv2d nn.relu nn.conv_bias_activation nn.relu nn.conv2d __add__ nn.relu");
+}
+
+/// Two 3x3 convs on 16x16 (16 Winograd tiles: enough for filters transformed once), a module conv
+/// with its batch norm and relu, then a functional conv with a residual add and relu.
+struct WinogradNet : tmod::Module {
+  M::Conv2d conv{4, 8, 3, {.padding = 1}};
+  M::BatchNorm2d bn{8};
+  tmod::Parameter w{tmod::randn({8, 8, 3, 3}, 37) * 0.2f};
+  TM_MODULE(WinogradNet, conv, bn, w)
+  auto forward(const auto& x) const {
+    auto r = F::relu(bn(conv(x)));
+    return F::relu(F::conv2d(r, w, tmod::none, {.padding = 1}) + r);
+  }
+};
+
+TEST_CASE("FuseConvEpilogue: a conv that runs Winograd gets a read-only weight whose filters are transformed once") {
+  WinogradNet net;
+  randomize(net.bn, 80);
+  net.eval();
+  const tmod::Tensor x = tmod::randn({1, 4, 16, 16}, 38);
+  REQUIRE(kern::conv2d_prefers_winograd_filters({1, 8, 16, 16, 8, 3, 3, 1, 1, 1, 1}));
+  tmod::TracedModule m = tmod::trace_module(net, x);
+  tmod::TracedModule opt = optimized_matches(m, {"FuseConvBn", "FuseConvEpilogue"}, x);
+  std::vector<const G::Expr*> fused;
+  for (const G::Expr* e : opt.graph().exprs(false))
+    if (e->target() == "nn.conv_bias_activation") fused.push_back(e);
+  REQUIRE(fused.size() == 2);
+  const tmod::Tensor* conv_weight = tracemod::passes::constant_tensor(fused[0]->inputs()[1]);
+  const tmod::Tensor* w = tracemod::passes::constant_tensor(fused[1]->inputs()[1]);
+  REQUIRE(conv_weight != nullptr);
+  REQUIRE(w != nullptr);
+  // Private read-only copies: the tensors the user can reach (the modules' weights) stay writable.
+  const auto& conv = dynamic_cast<const M::Conv2d&>(opt.getattr("conv").module());
+  for (const tmod::Tensor* t : {conv_weight, w}) {
+    CHECK(t->read_only());
+    tmod::Tensor handle = *t;
+    CHECK_THROWS_AS((void)handle.data<float>(), tmod::value_error);
+  }
+  CHECK_FALSE(conv.weight.read_only());
+  CHECK_FALSE(net.w.read_only());
+  CHECK_FALSE(w->shares_storage_with(net.w));
+
+  // The op with a read-only weight runs Winograd from filters kept with the weight, which 16 tiles
+  // would not pick with filters transformed on each call: the bits of forced Winograd, not direct.
+  const tmod::Tensor in = tmod::randn({1, 8, 16, 16}, 39);
+  const auto run = [&](const tmod::Tensor& weight) {
+    return F::conv_bias_activation(in, weight, tmod::none, in, 1, 1, 1, 1, "relu");
+  };
+  const tmod::Tensor kept = run(*w), kept_again = run(*w);
+  const tmod::Tensor direct = run(w->clone());
+  kern::set_conv2d_algorithm(kern::conv2d_algorithm::winograd);
+  const tmod::Tensor forced = run(w->clone());
+  kern::set_conv2d_algorithm(kern::conv2d_algorithm::automatic);
+  const auto same = [](const tmod::Tensor& a, const tmod::Tensor& b) {
+    return std::memcmp(a.data<float>(), b.data<float>(), a.nbytes()) == 0;
+  };
+  CHECK(same(kept, forced));
+  CHECK(same(kept_again, forced));
+  CHECK_FALSE(same(kept, direct));
+  CHECK(rel_diff(kept, direct) <= 1e-5);
+
+  // The optimized module: the same bits at 1 to 4 threads.
+  const tmod::Tensor got = opt(x).tensor();
+  thread_counts::check_bit_identical("optimized WinogradNet", [&] {
+    const tmod::Tensor y = opt(x).tensor();
+    return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
+  });
+
+  // Saved and loaded, the weights are plain tensors again: the same values, the kernel's usual choice.
+  std::ostringstream os;
+  tmod::save(opt, os);
+  const std::string bytes = os.str();
+  tmod::TracedModule back = tmod::load(std::as_bytes(std::span(bytes.data(), bytes.size())));
+  CHECK(value_diff(back(x), tmod::Value(got)) <= 1e-4);
 }
 
 /// x * 0.5 + 1 -> relu, then a longer tree: a reflected op, a (4,1,1) parameter, x used twice; and

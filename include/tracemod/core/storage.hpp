@@ -2,11 +2,17 @@
 // and the pool that recycles large ones.
 #pragma once
 
+#include <tracemod/core/error.hpp>
+
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace tracemod {
 
@@ -111,11 +117,33 @@ class Storage {
   [[nodiscard]] const std::byte* data() const noexcept { return data_; }
   [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
 
+  /// From now on tensors over this buffer refuse mutable access (Tensor::data); there is no way back.
+  void make_read_only() noexcept { read_only_.store(true); }
+  [[nodiscard]] bool read_only() const noexcept { return read_only_.load(); }
+
+  /// Data derived from a read-only buffer's bytes (a kernel's pre-transformed weights), made by
+  /// make() on the first request for `key` and kept as long as the buffer: its bytes cannot change,
+  /// so it can never go stale. Thread-safe; make() runs once per key.
+  template <class T, class Make>
+  [[nodiscard]] std::shared_ptr<const T> derived(const std::string& key, Make&& make) const {
+    if (!read_only())
+      throw value_error("Storage.derived: '" + key + "' is derived from a buffer that may still change");
+    const std::lock_guard lock(derived_mutex_);
+    for (const auto& [k, v] : derived_)
+      if (k == key) return std::static_pointer_cast<const T>(v);
+    auto made = std::make_shared<const T>(make());
+    derived_.emplace_back(key, made);
+    return made;
+  }
+
  private:
   std::size_t bytes_;
   std::size_t allocated_;
   std::byte* data_;
   std::shared_ptr<const void> owner_;  // set for memory owned elsewhere
+  std::atomic<bool> read_only_{false};
+  mutable std::mutex derived_mutex_;
+  mutable std::vector<std::pair<std::string, std::shared_ptr<const void>>> derived_;
 };
 
 }  // namespace tracemod

@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace tracemod {
 
@@ -85,9 +86,14 @@ class Tensor {
     return shape_[normalize_axis(axis, ndim(), "Tensor.size")];
   }
 
+  /// Mutable access; value_error if the buffer is read-only (make_read_only).
   template <class T>
   [[nodiscard]] T* data() {
     check_access<T>();
+    if (storage_->read_only())
+      throw value_error("Tensor.data: the " + std::string(dtype_name(dtype_)) + " tensor of shape " +
+                        shape_.to_string() + " is read-only (a constant whose kernel keeps data derived from it); "
+                        "write to a clone()");
     return reinterpret_cast<T*>(storage_->data());
   }
   template <class T>
@@ -148,6 +154,24 @@ class Tensor {
     Tensor t = *this;
     t.shape_ = shape;
     return t;
+  }
+
+  /// Makes the buffer read-only for every tensor that shares it, for good: mutable data() throws from
+  /// then on, so data derived from its bytes (derived()) never goes stale. Reading is unaffected, and
+  /// clone() returns a writable copy.
+  void make_read_only() {
+    require_defined("Tensor.make_read_only");
+    storage_->make_read_only();
+  }
+  [[nodiscard]] bool read_only() const noexcept { return storage_ != nullptr && storage_->read_only(); }
+
+  /// Data derived from a read-only tensor's bytes, made by make() once per key and kept with the
+  /// buffer (Storage::derived); value_error for a writable tensor. The key names what make() computes
+  /// and every parameter it depends on, the shape included (reshaped views share the buffer).
+  template <class T, class Make>
+  [[nodiscard]] std::shared_ptr<const T> derived(const std::string& key, Make&& make) const {
+    require_defined("Tensor.derived");
+    return storage_->derived<T>(key, std::forward<Make>(make));
   }
 
   /// Identifies the buffer (equal for tensors that share it); null for an undefined tensor.

@@ -8,9 +8,11 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 namespace tracemod::functional {
 
@@ -162,11 +164,21 @@ struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
         geometry(p, x.shape(), w.shape(), b ? &bias_shape : nullptr, r ? &z_shape : nullptr);
     Tensor y = Tensor::empty(Shape{g.n, g.k, g.out_h(), g.out_w()}, DType::float32, target);
     // The kernel reads z while writing y: a z sharing y's storage would be read after being written.
-    kernels::conv2d_bias_activation(
-        g, x.data<float>(), w.data<float>(),
-        {b ? b->data<float>() : nullptr, r ? r->data<float>() : nullptr, activation_of(p.nonlinear_mode)},
-        y.data<float>());
+    const kernels::conv2d_epilogue e{b ? b->data<float>() : nullptr, r ? r->data<float>() : nullptr,
+                                     activation_of(p.nonlinear_mode)};
+    if (const auto filters = winograd_filters(g, w))
+      kernels::conv2d_winograd(g, x.data<float>(), filters->data(), e, y.data<float>());
+    else
+      kernels::conv2d_bias_activation(g, x.data<float>(), w.data<float>(), e, y.data<float>());
     return y;
+  }
+
+  /// A read-only weight (one FuseConvEpilogue made so: it cannot change) keeps its Winograd filters,
+  /// transformed on the first call, when the kernel would run Winograd with them; null otherwise.
+  static std::shared_ptr<const std::vector<float>> winograd_filters(const kernels::conv2d_geometry& g, const Tensor& w) {
+    if (!w.read_only() || !kernels::conv2d_prefers_winograd_filters(g)) return nullptr;
+    return w.derived<std::vector<float>>("conv2d_winograd_filters " + w.shape().to_string(),
+                                         [&] { return kernels::conv2d_winograd_filters(g, w.data<float>()); });
   }
 
   /// (inp, weight[, bias[, z]][, params]) and (inp, weight, bias, z, stride[, padding[, dilation[,

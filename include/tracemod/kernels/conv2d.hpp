@@ -133,6 +133,10 @@ inline constexpr std::int64_t winograd_min_tiles = 32;
 
 inline bool winograd_pays(const conv2d_geometry& g) { return winograd_tiling_of(g).tiles() >= winograd_min_tiles; }
 
+/// The same with the filters transformed beforehand (conv2d_winograd_filters): measured
+/// (docs/passes.md), Winograd wins at 16 tiles (256@14x14, batch 1: 1.3x), loses at 4 (512@7x7).
+inline constexpr std::int64_t winograd_min_tiles_prepared = 16;
+
 /// 1x1 convolution, stride 1, one group: per image, weight (k x c) times the input planes
 /// (c x pixels) as they lie in memory, with no im2col copy. With few pixels (7x7, 14x14) the product
 /// is computed transposed, so the vectors run over output channels.
@@ -183,14 +187,32 @@ inline std::vector<float> conv2d_winograd_filters(const conv2d_geometry& g, cons
   return filters;
 }
 
-/// conv2d with filters from conv2d_winograd_filters(g, weight).
-inline void conv2d_winograd(const conv2d_geometry& g, const float* input, const float* filters, const float* bias,
-                            float* out) {
+/// Whether conv2d_bias_activation would run g with Winograd if its filters were transformed once
+/// beforehand (conv2d_winograd_filters, then conv2d_winograd), under the process-wide algorithm
+/// setting: what a caller able to keep them (a constant weight) asks before doing so.
+[[nodiscard]] inline bool conv2d_prefers_winograd_filters(const conv2d_geometry& g) {
+  const conv2d_algorithm setting = get_conv2d_algorithm();
+  return detail::winograd_supports(g) &&
+         (setting == conv2d_algorithm::winograd ||
+          (setting == conv2d_algorithm::automatic &&
+           detail::winograd_tiling_of(g).tiles() >= detail::winograd_min_tiles_prepared));
+}
+
+/// conv2d_bias_activation with filters from conv2d_winograd_filters(g, weight): the same bits as
+/// conv2d_bias_activation running Winograd.
+inline void conv2d_winograd(const conv2d_geometry& g, const float* input, const float* filters,
+                            const conv2d_epilogue& e, float* out) {
   validate(g, "conv2d_winograd");
   if (!detail::winograd_supports(g))
     throw value_error("conv2d_winograd: Winograd needs a 3x3, stride-1, undilated, ungrouped convolution");
   if (g.n == 0) return;
-  detail::conv_winograd(detail::winograd_tiling_of(g), g.c, g.k, input, filters, bias, out);
+  detail::conv_winograd(detail::winograd_tiling_of(g), g.c, g.k, input, filters, e.bias, out, e.residual, e.act);
+}
+
+/// conv2d with filters from conv2d_winograd_filters(g, weight).
+inline void conv2d_winograd(const conv2d_geometry& g, const float* input, const float* filters, const float* bias,
+                            float* out) {
+  conv2d_winograd(g, input, filters, conv2d_epilogue{bias}, out);
 }
 
 /// out [n, k, out_h, out_w] = act(input [n, c, h, w] (*) weight [k, c / groups, r, s] + bias [k] +

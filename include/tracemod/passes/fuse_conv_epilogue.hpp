@@ -58,28 +58,50 @@ struct conv_epilogue_patterns {
   static Pattern relu6_of(const Pattern& p) { return is_op(functional::relu6)(p) | is_op<nn::ReLU6>()(p); }
 };
 
+/// The weight Constant of the fused call. When its kernel would keep Winograd filters
+/// (kernels::conv2d_prefers_winograd_filters, on the traced input shape) it is a private read-only
+/// copy: conv_bias_activation then transforms it once instead of on every call, which is safe because
+/// nothing can write to it any more (Tensor::make_read_only). The original, a module's tensor that
+/// the user may still change, stays writable and is no longer read. Otherwise `existing` (the conv's
+/// own Constant) or a new Constant sharing `weight`.
+inline graph::Node* weight_operand(Builder& b, const graph::Expr& conv, const Tensor& weight,
+                                   const functional::conv2d_params& p, graph::Node* existing, const std::string& name) {
+  const auto* x = static_cast<const graph::TensorNode*>(conv.inputs()[conv.is_module_call() ? 1 : 0]);
+  if (kernels::conv2d_prefers_winograd_filters(functional::conv2d_fn::geometry(p, x->shape(), weight.shape(), nullptr))) {
+    Tensor copy = weight.clone();
+    copy.make_read_only();
+    return b.constant(copy, name);
+  }
+  return existing != nullptr ? existing : b.constant(weight, name);
+}
+
 /// The operands and params of conv_bias_activation for a matched conv (module or function call). A
 /// module's weight and bias become Constants sharing its tensors (FuseConvBn's AttrToConstant has
 /// made every other tensor attribute a Constant already; a getattr would be copied by the next
-/// AttrToConstant, which FuseElemwise requires).
+/// AttrToConstant, which FuseElemwise requires), the weight a copy where weight_operand says so.
 inline std::pair<std::vector<graph::CallArg>, std::vector<Value>> conv_operands(Builder& b, const graph::Expr& conv) {
   const auto tensor_input = [&](std::size_t i) { return static_cast<graph::Node*>(conv.inputs()[i]); };
   if (conv.is_module_call()) {
     const auto* m = dynamic_cast<const nn::Conv2d*>(callee_of(conv));
     const std::string name = conv.inputs().front()->name();
-    graph::Node* w = b.constant(m->weight, name + "_weight");
+    graph::Node* w = weight_operand(b, conv, m->weight, {m->stride, m->padding, m->dilation, m->groups}, nullptr,
+                                    name + "_weight");
     graph::CallArg bias = Value();
     if (m->bias.defined()) bias = static_cast<graph::Node*>(b.constant(m->bias, name + "_bias"));
     return {{tensor_input(1), w, bias},
             {functional::to_value(m->stride), functional::to_value(m->padding), functional::to_value(m->dilation),
              Value(m->groups)}};
   }
-  std::vector<graph::CallArg> operands{tensor_input(0), tensor_input(1),
-                                       conv.inputs().size() > 2 ? graph::CallArg(tensor_input(2)) : graph::CallArg(Value())};
   std::vector<Value> params;
   for (const auto& [name, arg] : conv.named_args())
     if (name == "stride" || name == "padding" || name == "dilation" || name == "groups")
       params.push_back(std::get<Value>(arg));
+  const functional::erased_params p = conv.op()->make_params(params);
+  graph::Node* w = weight_operand(b, conv, *constant_tensor(tensor_input(1)),
+                                  *static_cast<const functional::conv2d_params*>(p.get()), tensor_input(1),
+                                  tensor_input(1)->name());
+  std::vector<graph::CallArg> operands{tensor_input(0), w,
+                                       conv.inputs().size() > 2 ? graph::CallArg(tensor_input(2)) : graph::CallArg(Value())};
   return {operands, params};
 }
 

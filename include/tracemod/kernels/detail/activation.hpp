@@ -5,6 +5,7 @@
 #include <tracemod/kernels/simd.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace tracemod::kernels {
 
@@ -30,6 +31,38 @@ inline T activate(activation a, const T& x) noexcept {
     case activation::none: break;
   }
   return x;
+}
+
+/// y[i] = act(y[i] + residual[i]) for i < count (a null residual adds nothing): a conv epilogue over
+/// contiguous values already stored, with the bits of the separate add and activation kernels (the
+/// tail runs the same float operations one at a time). Each case is its own loop, so none tests per
+/// element.
+inline void finish_plane(float* y, const float* residual, std::int64_t count, activation act) noexcept {
+  const auto run = [&](auto with_residual, auto f) {
+    constexpr auto w = static_cast<std::int64_t>(simd_width);
+    std::int64_t i = 0;
+    for (; i + w <= count; i += w) {
+      fbatch x = fbatch::load_unaligned(y + i);
+      if constexpr (with_residual) x = x + fbatch::load_unaligned(residual + i);
+      f(x).store_unaligned(y + i);
+    }
+    for (; i < count; ++i) {
+      float x = y[i];
+      if constexpr (with_residual) x = x + residual[i];
+      y[i] = f(x);
+    }
+  };
+  const auto with = [&](auto f) {
+    if (residual != nullptr)
+      run(std::true_type{}, f);
+    else
+      run(std::false_type{}, f);
+  };
+  switch (act) {
+    case activation::relu: with([](const auto& x) { return relu(x); }); return;
+    case activation::relu6: with([](const auto& x) { return relu6(x); }); return;
+    case activation::none: with([](const auto& x) { return x; }); return;
+  }
 }
 
 }  // namespace detail

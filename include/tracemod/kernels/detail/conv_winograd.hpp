@@ -184,7 +184,9 @@ inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles
 }
 
 /// out (n x k x out_h x out_w) = act(A^T Y A per tile and output channel + bias + residual), bias and
-/// residual (laid out like out) nullable.
+/// residual (laid out like out) nullable. The tiles' scatter is a plain copy; the residual and the
+/// activation then run as vectors over each output plane while it is in L1 (added per element in the
+/// scatter, they cost more than the separate kernels they replace).
 inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k, const float* y, const float* bias,
                                       const float* residual, activation act, float* out) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
@@ -209,19 +211,19 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
         for (std::int64_t l = 0; l < std::min(w, tiles - t0); ++l) {
           const std::int64_t t = t0 + l;
           const std::int64_t img = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
-          const std::int64_t plane_offset = (img * k + o) * tl.out_h * tl.out_w;
-          float* plane = out + plane_offset;
-          const float* residual_plane = residual != nullptr ? residual + plane_offset : nullptr;
+          float* plane = out + (img * k + o) * tl.out_h * tl.out_w;
           const std::int64_t rows = std::min(winograd_out_tile, tl.out_h - ty * winograd_out_tile);
           const std::int64_t cols = std::min(winograd_out_tile, tl.out_w - tx * winograd_out_tile);
           for (std::int64_t i = 0; i < rows; ++i)
-            for (std::int64_t j = 0; j < cols; ++j) {
-              const std::int64_t at = (ty * winograd_out_tile + i) * tl.out_w + tx * winograd_out_tile + j;
-              float x = result[(i * 4 + j) * w + l];
-              if (residual_plane != nullptr) x = x + residual_plane[at];
-              plane[at] = activate(act, x);
-            }
+            for (std::int64_t j = 0; j < cols; ++j)
+              plane[(ty * winograd_out_tile + i) * tl.out_w + tx * winograd_out_tile + j] = result[(i * 4 + j) * w + l];
         }
+      }
+      if (residual == nullptr && act == activation::none) continue;
+      for (std::int64_t img = 0; img < tl.n; ++img) {
+        const std::int64_t plane_offset = (img * k + o) * tl.out_h * tl.out_w;
+        finish_plane(out + plane_offset, residual != nullptr ? residual + plane_offset : nullptr, tl.out_h * tl.out_w,
+                     act);
       }
     }
   });
