@@ -43,6 +43,7 @@ void BM_conv2d(benchmark::State& state, kern::conv2d_geometry g,
 // Winograd with its filters transformed once, outside the timed loop (inference with prepacked
 // weights). GFLOP/s count the direct convolution's multiply-adds, so rates compare as speed-ups.
 void BM_conv2d_winograd_prepacked(benchmark::State& state, kern::conv2d_geometry g) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   const std::int64_t out_plane = g.out_h() * g.out_w();
   const auto input = random_floats(g.n * g.c * g.h * g.w, 1);
   const auto weight = random_floats(g.k * g.c * g.r * g.s, 2);
@@ -54,7 +55,7 @@ void BM_conv2d_winograd_prepacked(benchmark::State& state, kern::conv2d_geometry
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  tracemod::bench::report_flops(state, 2.0 * static_cast<double>(g.n * g.k * out_plane * g.c * 9));
+  tracemod::bench::report_flops(state, 2.0 * static_cast<double>(g.n * g.k * out_plane * g.c * 9), state.range(0));
 }
 
 // Depthwise convolution is memory-bound: bytes = input read once + output written once (weights
@@ -98,7 +99,7 @@ constexpr kern::conv2d_geometry resnet_3x3(std::int64_t channels, std::int64_t s
       ->MinTime(0.3);                                                                                    \
   BENCHMARK_CAPTURE(BM_conv2d_winograd_prepacked, resnet18_3x3_##C##_##S##x##S##_winograd_prepacked,    \
                     resnet_3x3(C, S))                                                                    \
-      ->Unit(benchmark::kMillisecond)                                                                    \
+      ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)                                                                    \
       ->MinTime(0.3)
 TRACEMOD_BENCH_RESNET_3X3(64, 56);
 TRACEMOD_BENCH_RESNET_3X3(128, 28);

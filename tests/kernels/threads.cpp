@@ -75,7 +75,11 @@ TEST_CASE("threads: gemm and matrix-vector products are bit-identical at 1-4 thr
   };
   for (const shape s : {shape{false, false, 64, 200, 600}, shape{true, false, 37, 75, 1100}, shape{false, true, 70, 9, 40},
                         shape{true, true, 19, 301, 65}, shape{false, true, 1, 300, 100}, shape{false, false, 300, 1, 100},
-                        shape{true, false, 1, 77, 33}}) {
+                        shape{true, false, 1, 77, 33},
+                        // Several column blocks, two k blocks and a dot-product column in the last
+                        // block: each thread takes its own range of column panels (the column split),
+                        // ranges starting inside a block.
+                        shape{false, false, 20, 609, 600}, shape{false, true, 9, 1025, 70}}) {
     const auto a = random_floats(s.m * s.k, 1), b = random_floats(s.k * s.n, 2), c0 = random_floats(s.m * s.n, 3);
     check_bit_identical("gemm " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k), [&] {
       std::vector<float> c = c0;
@@ -99,6 +103,18 @@ TEST_CASE("threads: conv2d is bit-identical at 1-4 threads (one image, a batch, 
   conv({.n = 1, .c = 40, .h = 15, .w = 13, .k = 33, .r = 3, .s = 3, .stride_h = 2, .stride_w = 2}, "3x3 stride 2");
   conv({.n = 5, .c = 8, .h = 9, .w = 11, .k = 12, .r = 1, .s = 1}, "1x1 batch 5");
   conv({.n = 3, .c = 12, .h = 10, .w = 10, .k = 18, .r = 3, .s = 3, .pad_h = 1, .pad_w = 1, .groups = 3}, "groups 3");
+
+  // One image on a large plane, forced direct: one GEMM with many column panels, split by columns,
+  // with a residual and relu applied by whichever thread stores the last k block.
+  const k::conv2d_geometry g{.n = 1, .c = 64, .h = 30, .w = 47, .k = 20, .r = 3, .s = 3, .pad_h = 1, .pad_w = 1};
+  const auto x = random_floats(g.n * g.c * g.h * g.w, 7), w = random_floats(g.k * g.c * g.r * g.s, 8);
+  const auto bias = random_floats(g.k, 9), residual = random_floats(g.n * g.k * g.out_h() * g.out_w(), 10);
+  check_bit_identical("conv2d direct 3x3 on 30x47 with residual and relu", [&] {
+    auto y = out_of(g.n * g.k * g.out_h() * g.out_w());
+    k::conv2d_bias_activation(g, x.data(), w.data(), {bias.data(), residual.data(), k::activation::relu}, y.data(),
+                              k::conv2d_algorithm::direct);
+    return y;
+  });
 }
 
 TEST_CASE("threads: pooling and batch norm are bit-identical at 1-4 threads") {

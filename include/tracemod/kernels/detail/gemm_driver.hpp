@@ -53,55 +53,158 @@ inline std::int64_t balanced_block(std::int64_t extent, std::int64_t max_block, 
   return (block + multiple - 1) / multiple * multiple;
 }
 
+/// One block of nc columns of C (j0 a multiple of the block width): its NR-wide panels of op(B), of
+/// which the first `tiles` are computed as register tiles; a few columns past the last whole vector
+/// (49 = 3 * 16 + 1 output positions of a 7x7 conv) would each cost a vector per row and k, so when
+/// op(A)'s rows are read in place they are computed as dot products with those rows instead, read
+/// right after the tiles used them.
+struct gemm_column_block {
+  std::int64_t j0, nc;
+  std::int64_t dot_columns;  ///< trailing columns computed as dot products (0 to gemm_dot_columns)
+  std::int64_t tiled;        ///< nc - dot_columns
+  std::int64_t tiles;        ///< ceil(tiled / NR)
+  std::int64_t panels;       ///< ceil(nc / NR): the tiles' panels and the one holding the dot columns
+
+  gemm_column_block(std::int64_t j0_, std::int64_t nc_, bool a_in_place)
+      : j0(j0_), nc(nc_),
+        dot_columns(a_in_place && nc_ % static_cast<std::int64_t>(simd_width) <= gemm_dot_columns
+                        ? nc_ % static_cast<std::int64_t>(simd_width)
+                        : 0),
+        tiled(nc_ - dot_columns), tiles((tiled + gemm_nr - 1) / gemm_nr), panels((nc_ + gemm_nr - 1) / gemm_nr) {}
+};
+
+/// The column split is taken when every thread gets at least this many NR-wide column panels and
+/// the largest share is at most gemm_column_split_imbalance_tenths / 10 of the mean (a last panel
+/// may be narrow: a 7x7 plane's 49 columns are one panel of 32 and one of 17, which two threads
+/// would share 32 : 17); else the tiles of each block are split instead.
+inline constexpr std::int64_t gemm_column_split_min_panels = 4;
+inline constexpr std::int64_t gemm_column_split_imbalance_tenths = 11;
+
 /// C = alpha * op(A) op(B) + bias + beta * C for m, n, k > 0, where op(A) is `a` (m x k), op(B) (k x n)
 /// is supplied already packed (pack_b(dst, k0, kc, j0, nc) writes what gemm_pack_b would), and the
 /// optional bias holds one value per row of C. The optional residual (laid out like C) is added and
 /// `act` applied as each tile of the last k block is stored, while it is in registers (the
 /// convolution epilogue).
 ///
-/// Threads: per block of op(B), the NR-wide panels are packed in parallel into the one shared
-/// buffer, then the block's output tiles (row panel x column panel, row-major) are split across
-/// threads, each packing its own A panels. Every output element is computed by one thread, by the
-/// same tile code over the same k blocks whatever the thread count, so results are bit-identical.
-/// k is never split: that would change the summation order.
+/// The blocks do not depend on the thread count: n is cut into blocks of nc_max columns, k into
+/// blocks of kc_max, and each output tile is the same micro-kernel over the same k blocks in the same
+/// order, whichever thread runs it; k is never split (that would change the summation order), so
+/// results are bit-identical at any thread count. Threads split the work in one of two ways:
+/// - column split, when op(A)'s rows are read in place and C has enough NR-wide column panels for
+///   every thread (the wide GEMMs of batch-1 convolutions on large planes): one parallel region for
+///   the whole product; each thread takes a contiguous range of panels over all of n, packs them
+///   into its own buffer and runs every row panel against them, so what it packs stays in its own
+///   cache and no thread waits for another's packing.
+/// - tile split otherwise: per block of op(B), its panels are packed in parallel into one shared
+///   buffer, then the block's output tiles (row panel x column panel, row-major) are split across
+///   threads, each packing its own A panels.
 template <class PackB>
 inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const strided_matrix& a,
                          PackB&& pack_b, float beta, const float* bias, const strided_output& c,
                          const float* residual = nullptr, activation act = activation::none) {
-  constexpr auto w = static_cast<std::int64_t>(simd_width);
   const gemm_blocking_t& blocking = gemm_blocking();
   const std::int64_t kc_max = balanced_block(k, blocking.kc, 1);
   const std::int64_t nc_max = balanced_block(n, blocking.nc, gemm_nr);
-  float* const b_panels = scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(kc_max * nc_max));
   // Rows of op(A) that are contiguous in k are read in place; others are packed per row panel.
   const bool a_in_place = a.cs == 1;
   const std::int64_t row_panels = (m + gemm_mr - 1) / gemm_mr;
 
+  // Work item (row panel, t) of a block for rows [k0, k0 + kc) of op(B): tile t, or with t == tiles
+  // the dot-product columns. `b` holds the block's panels from `first_panel` on, `columns` the dot
+  // columns' contiguous copies; a_panel (unless a is read in place) holds row panel `packed`.
+  const auto run_item = [&](const gemm_column_block& blk, std::int64_t k0, std::int64_t kc, const float* b,
+                            std::int64_t first_panel, const float* columns, std::int64_t panel, std::int64_t t,
+                            float* a_panel, std::int64_t& packed) {
+    const bool first_block = k0 == 0;      // later k blocks accumulate onto what it wrote
+    const bool last_block = k0 + kc == k;  // the epilogue's residual and activation go here
+    const std::int64_t i0 = panel * gemm_mr, rows = std::min(gemm_mr, m - i0);
+    if (!a_in_place && packed != panel) {
+      gemm_pack_a(a, i0, rows, k0, kc, a_panel);
+      packed = panel;
+    }
+    const float* a_src = a_in_place ? a.data + i0 * a.rs + k0 : a_panel;
+    gemm_epilogue epilogue{alpha, first_block ? beta : 1.0f, first_block && bias != nullptr ? bias + i0 : nullptr};
+    if (last_block) epilogue.act = act;
+    const auto residual_at = [&](std::int64_t j) {
+      return last_block && residual != nullptr ? residual + i0 * c.rs + j * c.cs : nullptr;
+    };
+    if (t < blk.tiles) {
+      const std::int64_t jp = t * gemm_nr, cols = std::min(gemm_nr, blk.tiled - jp);
+      epilogue.residual = residual_at(blk.j0 + jp);
+      gemm_tile_update_for(rows, cols, !a_in_place)(kc, a_src, a.rs, b + (t - first_panel) * gemm_nr * kc, cols,
+                                                    epilogue, c.data + i0 * c.rs + (blk.j0 + jp) * c.cs, c.rs, c.cs);
+      return;
+    }
+    for (std::int64_t d = 0; d < blk.dot_columns; ++d) {
+      const std::int64_t j = blk.j0 + blk.tiled + d;
+      float* y = c.data + i0 * c.rs + j * c.cs;
+      gemm_dot_rows(i0, rows, kc, alpha, strided_matrix{a.data + k0, a.rs, 1}, columns + d * kc, epilogue.beta,
+                    first_block ? bias : nullptr, c.data + j * c.cs, c.rs);
+      if (epilogue.act != activation::none || residual_at(j) != nullptr)
+        gemm_finish_run(y, rows, c.rs, residual_at(j), epilogue.act);
+    }
+  };
+  // Contiguous copies of the dot columns out of the packed panels (`b` from `first_panel` on).
+  const auto copy_dot_columns = [](const gemm_column_block& blk, std::int64_t kc, const float* b,
+                                   std::int64_t first_panel, float* columns) {
+    for (std::int64_t t = 0; t < blk.dot_columns; ++t) {
+      const std::int64_t j = blk.tiled + t;
+      const float* panel = b + (j / gemm_nr - first_panel) * gemm_nr * kc + j % gemm_nr;
+      for (std::int64_t p = 0; p < kc; ++p) columns[t * kc + p] = panel[p * gemm_nr];
+    }
+  };
+
+  // Column split: panels counted over all of n (every block but the last holds nc_max / NR).
+  const std::int64_t block_panels = nc_max / gemm_nr;
+  const std::int64_t panels = n / nc_max * block_panels + (n % nc_max + gemm_nr - 1) / gemm_nr;
+  // A panel costs its tiles' flops over all of k plus its packing (a packed float ~ 32 flops).
+  const std::int64_t panel_grain = grain_in_items(grains().gemm_flops, (2 * m + 32) * gemm_nr * k);
+  const int split = parallel_chunk_count(0, panels, panel_grain);
+  const std::int64_t largest_share = (panels + split - 1) / split;
+  if (a_in_place && split > 1 && panels >= gemm_column_split_min_panels * split &&
+      largest_share * split * 10 <= panels * gemm_column_split_imbalance_tenths) {
+    float* const buffers = scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(split * kc_max * nc_max));
+    parallel_for(0, panels, panel_grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
+      float* const b = buffers + chunk * kc_max * nc_max;
+      std::array<float, gemm_dot_columns * gemm_kc> columns;
+      std::int64_t no_panel = -1;
+      for (std::int64_t q = lo; q < hi;) {
+        const std::int64_t j0 = q / block_panels * nc_max;
+        const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
+        const std::int64_t first = q % block_panels, last = std::min(blk.panels, first + (hi - q));
+        q += last - first;
+        const std::int64_t first_col = first * gemm_nr, cols = std::min(blk.nc, last * gemm_nr) - first_col;
+        const bool dots = last == blk.panels && blk.dot_columns > 0;
+        for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
+          const std::int64_t kc = std::min(kc_max, k - k0);
+          pack_b(b, k0, kc, j0 + first_col, cols);
+          if (dots) copy_dot_columns(blk, kc, b, first, columns.data());
+          for (std::int64_t panel = 0; panel < row_panels; ++panel) {
+            for (std::int64_t t = first; t < std::min(last, blk.tiles); ++t)
+              run_item(blk, k0, kc, b, first, columns.data(), panel, t, nullptr, no_panel);
+            if (dots) run_item(blk, k0, kc, b, first, columns.data(), panel, blk.tiles, nullptr, no_panel);
+          }
+        }
+      }
+    });
+    return;
+  }
+
+  float* const b_panels = scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(kc_max * nc_max));
   for (std::int64_t j0 = 0; j0 < n; j0 += nc_max) {
-    const std::int64_t nc = std::min(nc_max, n - j0);
-    // A few columns past the last whole vector (49 = 3 * 16 + 1 output positions of a 7x7 conv)
-    // would each cost a vector per row and k; as dot products of A's rows, read right after the
-    // tiles used them, they cost a fraction of that.
-    const std::int64_t dot_columns = a_in_place && nc % w <= gemm_dot_columns ? nc % w : 0;
-    const std::int64_t tiled = nc - dot_columns;
-    const std::int64_t tiles = (tiled + gemm_nr - 1) / gemm_nr;
+    const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
     // Work items of a row panel: its tiles, then (if any) its dot-product columns.
-    const std::int64_t items_per_row = tiles + (dot_columns > 0 ? 1 : 0);
-    const std::int64_t panels = (nc + gemm_nr - 1) / gemm_nr;
+    const std::int64_t items_per_row = blk.tiles + (blk.dot_columns > 0 ? 1 : 0);
     for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
       const std::int64_t kc = std::min(kc_max, k - k0);
-      const bool first_block = k0 == 0;  // later k blocks accumulate onto what it wrote
-      const bool last_block = k0 + kc == k;  // the epilogue's residual and activation go here
       // Packing a float (a copy, or an im2col gather) costs about as long as 32 flops of the tiles.
-      parallel_for(0, panels, grain_in_items(grains().gemm_flops, 32 * kc * gemm_nr), [&](std::int64_t lo, std::int64_t hi) {
-        const std::int64_t first = lo * gemm_nr, last = std::min(nc, hi * gemm_nr);
-        pack_b(b_panels + first * kc, k0, kc, j0 + first, last - first);
-      });
-      std::array<float, gemm_dot_columns * gemm_kc> columns;  // contiguous copies for the dot products
-      for (std::int64_t t = 0; t < dot_columns; ++t) {
-        const float* panel = b_panels + (tiled + t) / gemm_nr * gemm_nr * kc + (tiled + t) % gemm_nr;
-        for (std::int64_t p = 0; p < kc; ++p) columns[t * kc + p] = panel[p * gemm_nr];
-      }
+      parallel_for(0, blk.panels, grain_in_items(grains().gemm_flops, 32 * kc * gemm_nr),
+                   [&](std::int64_t lo, std::int64_t hi) {
+                     const std::int64_t first = lo * gemm_nr, last = std::min(blk.nc, hi * gemm_nr);
+                     pack_b(b_panels + first * kc, k0, kc, j0 + first, last - first);
+                   });
+      std::array<float, gemm_dot_columns * gemm_kc> columns;
+      copy_dot_columns(blk, kc, b_panels, 0, columns.data());
       const std::int64_t items = row_panels * items_per_row;
       const std::int64_t grain = grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * kc);
       const int chunks = parallel_chunk_count(0, items, grain);
@@ -111,35 +214,9 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
       parallel_for(0, items, grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
         float* const a_panel = a_in_place ? nullptr : a_panels + chunk * kc_max * gemm_mr;
         std::int64_t packed = -1;  // the row panel a_panel holds
-        for (std::int64_t item = lo; item < hi; ++item) {
-          const std::int64_t panel = item / items_per_row, t = item % items_per_row;
-          const std::int64_t i0 = panel * gemm_mr, rows = std::min(gemm_mr, m - i0);
-          if (!a_in_place && packed != panel) {
-            gemm_pack_a(a, i0, rows, k0, kc, a_panel);
-            packed = panel;
-          }
-          const float* a_src = a_in_place ? a.data + i0 * a.rs + k0 : a_panel;
-          gemm_epilogue epilogue{alpha, first_block ? beta : 1.0f, first_block && bias != nullptr ? bias + i0 : nullptr};
-          if (last_block) epilogue.act = act;
-          const auto residual_at = [&](std::int64_t j) {
-            return last_block && residual != nullptr ? residual + i0 * c.rs + j * c.cs : nullptr;
-          };
-          if (t < tiles) {
-            const std::int64_t jp = t * gemm_nr, cols = std::min(gemm_nr, tiled - jp);
-            epilogue.residual = residual_at(j0 + jp);
-            gemm_tile_update_for(rows, cols, !a_in_place)(kc, a_src, a.rs, b_panels + jp * kc, cols, epilogue,
-                                                          c.data + i0 * c.rs + (j0 + jp) * c.cs, c.rs, c.cs);
-            continue;
-          }
-          for (std::int64_t d = 0; d < dot_columns; ++d) {
-            const std::int64_t j = j0 + tiled + d;
-            float* y = c.data + i0 * c.rs + j * c.cs;
-            gemm_dot_rows(i0, rows, kc, alpha, strided_matrix{a.data + k0, a.rs, 1}, columns.data() + d * kc,
-                          epilogue.beta, first_block ? bias : nullptr, c.data + j * c.cs, c.rs);
-            if (epilogue.act != activation::none || residual_at(j) != nullptr)
-              gemm_finish_run(y, rows, c.rs, residual_at(j), epilogue.act);
-          }
-        }
+        for (std::int64_t item = lo; item < hi; ++item)
+          run_item(blk, k0, kc, b_panels, 0, columns.data(), item / items_per_row, item % items_per_row, a_panel,
+                   packed);
       });
     }
   }
