@@ -1,4 +1,4 @@
-// The buffer pool behind Storage (core/storage.hpp): freed buffers of >= 1 MiB come back for
+// The buffer pool behind Storage (core/storage.hpp): freed buffers of >= 128 KiB come back for
 // requests of the same size, up to the capacity; smaller ones and the overflow are freed. The
 // tensors here are above the threshold, so the ASan build checks every byte a reused buffer is
 // written through stays inside the block the pool hands back.
@@ -19,6 +19,7 @@ namespace tmod = tracemod;
 using tmod::detail::buffer_pool;
 
 constexpr std::size_t mib = std::size_t{1} << 20;
+constexpr std::size_t kib = std::size_t{1} << 10;
 
 // Empties the pool, sets a capacity for one test and restores the previous capacity afterwards.
 struct pool_capacity {
@@ -72,10 +73,10 @@ TEST_CASE("buffer pool: a freed large buffer is handed back for the same size, n
 
 TEST_CASE("buffer pool: small buffers are never kept") {
   const pool_capacity guard(64 * mib);
-  { const tmod::Tensor t = filled(mib / 2, 1.f); }
-  { const tmod::Tensor t = filled(mib - 1024, 1.f); }
+  { const tmod::Tensor t = filled(64 * kib, 1.f); }
+  { const tmod::Tensor t = filled(buffer_pool::threshold - 1024, 1.f); }
   CHECK(cached() == 0);
-  { const tmod::Tensor t = filled(mib, 1.f); }  // the threshold itself is large
+  { const tmod::Tensor t = filled(buffer_pool::threshold, 1.f); }  // the threshold itself is large
   CHECK(cached() > 0);
 }
 
