@@ -331,6 +331,7 @@ inline constexpr std::optional<fused_program::opcode> opcode_of_kernel =
 
 inline kernels::fbatch fused_program::evaluate(const std::array<kernels::fbatch, max_inputs>& in) const noexcept {
   std::array<kernels::fbatch, max_depth> st;
+  st[0] = kernels::fbatch(0.0f);  // a validated program writes it; this tells the compiler so
   std::size_t sp = 0;
   for (const instruction& i : code_) {
     if (i.op == opcode::input) {
