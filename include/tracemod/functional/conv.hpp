@@ -77,17 +77,30 @@ struct conv2d_fn : op_base<conv2d_fn> {
     return Shape{g.n, g.k, g.out_h(), g.out_w()};
   }
 
+  /// A checked call: its kernel geometry and its (uninitialised) float32 output.
+  struct call {
+    kernels::conv2d_geometry geometry;
+    Tensor out;
+  };
+
+  /// Checks the operands of a call (float32, shapes, hyper-parameters; messages start with `op`)
+  /// and allocates its output: what every eager entry point running a conv kernel does first.
+  static call prepare(const params& p, const Tensor& x, const Tensor& w, const Tensor* b,
+                      std::string_view op = target) {
+    require_float32(op, "inp", x);
+    require_float32(op, "weight", w);
+    if (b) require_float32(op, "bias", *b);
+    const Shape bias_shape = b ? b->shape() : Shape{};
+    const kernels::conv2d_geometry g = geometry(p, x.shape(), w.shape(), b ? &bias_shape : nullptr, op);
+    return {g, Tensor::empty(Shape{g.n, g.k, g.out_h(), g.out_w()}, DType::float32, op)};
+  }
+
   static Tensor eager(const params& p, const Tensor& x, const Tensor& w, none_t) { return run(p, x, w, nullptr); }
   static Tensor eager(const params& p, const Tensor& x, const Tensor& w, const Tensor& b) { return run(p, x, w, &b); }
 
  private:
   static Tensor run(const params& p, const Tensor& x, const Tensor& w, const Tensor* b) {
-    require_float32(target, "inp", x);
-    require_float32(target, "weight", w);
-    if (b) require_float32(target, "bias", *b);
-    const Shape bias_shape = b ? b->shape() : Shape{};
-    const kernels::conv2d_geometry g = geometry(p, x.shape(), w.shape(), b ? &bias_shape : nullptr);
-    Tensor y = Tensor::empty(Shape{g.n, g.k, g.out_h(), g.out_w()}, DType::float32, target);
+    auto [g, y] = prepare(p, x, w, b);
     kernels::conv2d(g, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
     return y;
   }
@@ -128,15 +141,22 @@ struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
                       "' (supported: identity, relu, relu6)");
   }
 
-  static kernels::conv2d_geometry geometry(const params& p, const Shape& x, const Shape& w, const Shape* bias,
-                                           const Shape* z) {
-    (void)activation_of(p.nonlinear_mode);
-    const kernels::conv2d_geometry g =
-        conv2d_fn::geometry({p.stride, p.padding, p.dilation, p.groups}, x, w, bias, target);
+  /// The convolution part of the parameters.
+  static conv2d_fn::params conv_params(const params& p) { return {p.stride, p.padding, p.dilation, p.groups}; }
+
+  /// A residual z must have the output's shape.
+  static void check_z(const kernels::conv2d_geometry& g, const Shape& x, const Shape& w, const Shape* z) {
     const Shape out{g.n, g.k, g.out_h(), g.out_w()};
     if (z != nullptr && *z != out)
       throw shape_error(std::string(target) + ": z " + z->to_string() + " must have the output's shape " +
                         out.to_string() + " (input " + x.to_string() + ", weight " + w.to_string() + ")");
+  }
+
+  static kernels::conv2d_geometry geometry(const params& p, const Shape& x, const Shape& w, const Shape* bias,
+                                           const Shape* z) {
+    (void)activation_of(p.nonlinear_mode);
+    const kernels::conv2d_geometry g = conv2d_fn::geometry(conv_params(p), x, w, bias, target);
+    check_z(g, x, w, z);
     return g;
   }
 
@@ -155,17 +175,13 @@ struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
         return &t;
       }
     };
-    require_float32(target, "inp", x);
-    require_float32(target, "weight", w);
+    const kernels::activation act = activation_of(p.nonlinear_mode);
     const Tensor* b = ptr(bias, "bias");
     const Tensor* r = ptr(z, "z");
-    const Shape bias_shape = b ? b->shape() : Shape{}, z_shape = r ? r->shape() : Shape{};
-    const kernels::conv2d_geometry g =
-        geometry(p, x.shape(), w.shape(), b ? &bias_shape : nullptr, r ? &z_shape : nullptr);
-    Tensor y = Tensor::empty(Shape{g.n, g.k, g.out_h(), g.out_w()}, DType::float32, target);
+    auto [g, y] = conv2d_fn::prepare(conv_params(p), x, w, b, target);
+    if (r != nullptr) check_z(g, x.shape(), w.shape(), &r->shape());
     // The kernel reads z while writing y: a z sharing y's storage would be read after being written.
-    const kernels::conv2d_epilogue e{b ? b->data<float>() : nullptr, r ? r->data<float>() : nullptr,
-                                     activation_of(p.nonlinear_mode)};
+    const kernels::conv2d_epilogue e{b ? b->data<float>() : nullptr, r ? r->data<float>() : nullptr, act};
     if (const auto filters = winograd_filters(g, w))
       kernels::conv2d_winograd(g, x.data<float>(), filters->data(), e, y.data<float>());
     else

@@ -50,12 +50,8 @@ inline std::optional<functional::batch_norm_stats> inference_stats(const Conv2d&
 /// separate calls.
 inline Tensor conv_bn_inference(const Conv2d& conv, const functional::batch_norm_stats& stats, const Tensor& x,
                                 kernels::activation act) {
-  using functional::conv2d_fn;
-  functional::require_float32(conv2d_fn::target, "inp", x);
-  const Shape bias_shape = conv.bias.defined() ? conv.bias.shape() : Shape{};
-  const kernels::conv2d_geometry g = conv2d_fn::geometry(conv.conv_params(), x.shape(), conv.weight.shape(),
-                                                         conv.bias.defined() ? &bias_shape : nullptr);
-  Tensor y = Tensor::empty(Shape{g.n, g.k, g.out_h(), g.out_w()}, DType::float32, "ConvBn2d");
+  auto [g, y] = functional::conv2d_fn::prepare(conv.conv_params(), x, conv.weight,
+                                               conv.bias.defined() ? &conv.bias : nullptr);
   if (conv.weight.numel() <= y.numel()) {
     const auto [w, b] = functional::fold_conv_bn(conv.weight, conv.bias, stats);
     kernels::conv2d_bias_activation(g, x.data<float>(), w.data<float>(), {b.data<float>(), nullptr, act},
