@@ -4,14 +4,7 @@
 #include <models/resnet.hpp>
 #include <torch/side_by_side.hpp>
 
-#include <tracemod/passes.hpp>
-#include <tracemod/traced_module.hpp>
-
-#include <cstdint>
-#include <map>
 #include <memory>
-#include <string>
-#include <vector>
 
 namespace {
 
@@ -30,17 +23,7 @@ const bool registered = [] {
       [](const tracemod::StateDict& weights) {
         return [net = load_resnet18(weights)](const tracemod::Tensor& x) { return tracemod::Tensor((*net)(x)); };
       },
-      [](const tracemod::StateDict& weights) {
-        auto traced = std::make_shared<std::map<std::int64_t, tracemod::TracedModule>>();
-        return [net = load_resnet18(weights), traced](const tracemod::Tensor& x) {
-          const std::vector<std::string> all{"FuseConvBn", "FuseAddMul", "BackwardFoldScale", "FuseConvEpilogue",
-                                             "FuseElemwise"};
-          auto it = traced->find(x.shape()[0]);
-          if (it == traced->end())
-            it = traced->emplace(x.shape()[0], tracemod::optimize(tracemod::trace_module(*net, x), all)).first;
-          return it->second(x).tensor();
-        };
-      });
+      side::traced_and_optimized(load_resnet18, false));
   return true;
 }();
 

@@ -18,6 +18,8 @@
 #include <tracemod/core/tensor.hpp>
 #include <tracemod/io/npy.hpp>
 #include <tracemod/nn/state_dict.hpp>
+#include <tracemod/passes.hpp>
+#include <tracemod/traced_module.hpp>
 
 #include <benchmark/benchmark.h>
 #include <ATen/Parallel.h>
@@ -25,6 +27,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -88,6 +91,27 @@ struct loaded_model {
 
 /// Builds the tracemod side: a forward for the model with this state_dict loaded (strictly).
 using tracemod_factory = std::function<loaded_model::forward_fn(const tmod::StateDict&)>;
+
+/// A make_optimized for the model `load(state_dict)` returns (a shared_ptr): its forward traces the
+/// module once per batch size (on the first call, before timing), flattens the trace when `flatten`
+/// (a pass rewrites one graph at a time, so a fusion across a module boundary needs it) and
+/// optimizes it with every pass.
+template <class Load>
+tracemod_factory traced_and_optimized(Load load, bool flatten) {
+  return [load, flatten](const tmod::StateDict& weights) -> loaded_model::forward_fn {
+    auto traced = std::make_shared<std::map<std::int64_t, tmod::TracedModule>>();
+    return [net = load(weights), traced, flatten](const tmod::Tensor& x) {
+      const std::vector<std::string> all{"FuseConvBn", "FuseAddMul", "BackwardFoldScale", "FuseConvEpilogue",
+                                         "FuseElemwise"};
+      auto it = traced->find(x.shape()[0]);
+      if (it == traced->end()) {
+        tmod::TracedModule m = tmod::trace_module(*net, x);
+        it = traced->emplace(x.shape()[0], tmod::optimize(flatten ? m.flatten() : m, all)).first;
+      }
+      return it->second(x).tensor();
+    };
+  };
+}
 
 inline loaded_model& load_model(const std::string& name, const tracemod_factory& make,
                                 const tracemod_factory& make_optimized) {

@@ -5,6 +5,7 @@
 #include "passes_test.hpp"
 #include "thread_counts.hpp"
 
+#include <models/mobilenet_v2.hpp>
 #include <models/resnet.hpp>
 
 #include <cstring>
@@ -577,6 +578,45 @@ TEST_CASE("ResNet-18 (narrow): every pass on the nested graphs, and all together
     for (const G::Expr* e : g->exprs(false))
       if (e->target() == "nn.conv_bias_activation" && e->inputs().size() == 4) ++with_residual;
   CHECK(with_residual == 8);  // one per BasicBlock
+}
+
+
+TEST_CASE("MobileNetV2 (narrow): the shortcut add fuses into the projection conv once flattened") {
+  models::MobileNetV2 net = models::mobilenet_v2(10, 0.25, 4);
+  std::uint64_t seed = 300;
+  for (auto& [name, child] : net.named_modules())
+    if (auto* bn = dynamic_cast<M::BatchNorm2d*>(&child)) randomize(*bn, seed += 4);
+  net.eval();
+  const tmod::Tensor x = tmod::randn({1, 3, 32, 32}, 9);
+  const std::vector<std::string> all{"FuseConvBn", "FuseAddMul", "BackwardFoldScale", "FuseConvEpilogue",
+                                     "FuseElemwise"};
+  const auto with_residual = [](const tmod::TracedModule& m) {
+    std::size_t n = 0;
+    for (const G::Graph* g : m.graph().graphs(true))
+      for (const G::Expr* e : g->exprs(false))
+        if (e->target() == "nn.conv_bias_activation" && e->inputs().size() == 4) ++n;
+    return n;
+  };
+  tmod::TracedModule m = tmod::trace_module(net, x);
+  CHECK(count(m.graph(), "call:Conv2d") == 52);  // stem, 1 x 2 + 16 x 3 in the blocks, head
+  // Nested: each block's add is in the InvertedResidual's graph, its projection conv in the nested
+  // Sequential's, so the conv takes its bias and relu6 but not the add.
+  tmod::TracedModule nested = optimized_matches(m, all, x);
+  CHECK(count(nested.graph(), "nn.conv_bias_activation") == 35);  // every conv-bn-relu6
+  CHECK(count(nested.graph(), "__add__") == 10);
+  CHECK(with_residual(nested) == 0);
+  // Flattened: the 10 shortcut adds become identity epilogues; the 7 projections without a
+  // shortcut keep a plain conv with the folded bias.
+  tmod::TracedModule flat = m.flatten();
+  tmod::TracedModule fused = optimized_matches(flat, all, x);
+  CHECK(count(fused.graph(), "nn.conv_bias_activation") == 45);
+  CHECK(count(fused.graph(), "call:Conv2d") == 7);
+  CHECK(with_residual(fused) == 10);
+  for (const char* gone : {"call:BatchNorm2d", "call:ReLU6", "nn.relu6", "__add__", "elemwise.fused"}) {
+    CAPTURE(gone);
+    CHECK(count(fused.graph(), gone) == 0);
+  }
+  CHECK(value_diff(fused(x), tmod::Value(net(x))) <= 1e-4);
 }
 
 }  // namespace
