@@ -176,7 +176,7 @@ TEST_CASE("conv2d_winograd: filters transformed once give the bits of conv2d_bia
   kern::conv2d_geometry g{2, 5, 13, 10, 7, 3, 3};
   g.pad_h = g.pad_w = 1;
   const operands o = make_operands(g, 9u);
-  const std::vector<float> filters = kern::conv2d_winograd_filters(g, o.weight.data());
+  const kern::aligned_floats filters = kern::conv2d_winograd_filters(g, o.weight.data());
   const auto n = static_cast<std::size_t>(out_size(g));
   for (const kern::activation a : {kern::activation::none, kern::activation::relu, kern::activation::relu6}) {
     CAPTURE(activation_name(a));

@@ -191,9 +191,9 @@ struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
 
   /// A read-only weight (one FuseConvEpilogue made so: it cannot change) keeps its Winograd filters,
   /// transformed on the first call, when the kernel would run Winograd with them; null otherwise.
-  static std::shared_ptr<const std::vector<float>> winograd_filters(const kernels::conv2d_geometry& g, const Tensor& w) {
+  static std::shared_ptr<const kernels::aligned_floats> winograd_filters(const kernels::conv2d_geometry& g, const Tensor& w) {
     if (!w.read_only() || !kernels::conv2d_prefers_winograd_filters(g)) return nullptr;
-    return w.derived<std::vector<float>>("conv2d_winograd_filters " + w.shape().to_string(),
+    return w.derived<kernels::aligned_floats>("conv2d_winograd_filters " + w.shape().to_string(),
                                          [&] { return kernels::conv2d_winograd_filters(g, w.data<float>()); });
   }
 

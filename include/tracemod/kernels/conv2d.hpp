@@ -175,15 +175,15 @@ inline void conv2d_pointwise(const conv2d_geometry& g, const float* input, const
 inline void set_conv2d_algorithm(conv2d_algorithm a) noexcept { detail::conv2d_algorithm_setting().store(a); }
 inline conv2d_algorithm get_conv2d_algorithm() noexcept { return detail::conv2d_algorithm_setting().load(); }
 
-/// Winograd filters of a convolution g (36 x k x c floats) from its 3x3 weight [k, c, 3, 3], for
+/// Winograd filters of a convolution g (detail::winograd_filters_size(k, c) floats) from its 3x3 weight [k, c, 3, 3], for
 /// conv2d_winograd: transformed once, they serve every later call (batch-1 inference of deep layers,
 /// where transforming on each call costs about as much as the convolution itself).
-inline std::vector<float> conv2d_winograd_filters(const conv2d_geometry& g, const float* weight) {
+inline aligned_floats conv2d_winograd_filters(const conv2d_geometry& g, const float* weight) {
   validate(g, "conv2d_winograd_filters");
   if (!detail::winograd_supports(g))
     throw value_error("conv2d_winograd_filters: Winograd needs a 3x3, stride-1, undilated, ungrouped convolution");
-  std::vector<float> filters(static_cast<std::size_t>(detail::winograd_positions * g.k * g.c));
-  detail::winograd_transform_filters(g.k * g.c, weight, filters.data());
+  aligned_floats filters(static_cast<std::size_t>(detail::winograd_filters_size(g.k, g.c)));
+  detail::winograd_transform_filters(g.k, g.c, weight, filters.data());
   return filters;
 }
 
@@ -240,8 +240,8 @@ inline void conv2d_bias_activation(const conv2d_geometry& g, const float* input,
                                                          (preferred == conv2d_algorithm::automatic && detail::winograd_pays(g)));
   if (winograd) {
     float* const filters = detail::scratch(detail::scratch_slot::winograd_filters,
-                                           static_cast<std::size_t>(detail::winograd_positions * g.k * g.c));
-    detail::winograd_transform_filters(g.k * g.c, weight, filters);
+                                           static_cast<std::size_t>(detail::winograd_filters_size(g.k, g.c)));
+    detail::winograd_transform_filters(g.k, g.c, weight, filters);
     detail::conv_winograd(detail::winograd_tiling_of(g), g.c, g.k, input, filters, bias, out, e.residual, e.act);
     return;
   }
