@@ -251,7 +251,7 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
       if (residual == nullptr && act == activation::none) continue;
       for (std::int64_t img = 0; img < tl.n; ++img) {
         const std::int64_t offset = (img * k + k0) * plane;
-        finish_plane(out + offset, residual != nullptr ? residual + offset : nullptr, lanes * plane, act);
+        finish_run(out + offset, lanes * plane, 1, residual != nullptr ? residual + offset : nullptr, act);
       }
     }
   });

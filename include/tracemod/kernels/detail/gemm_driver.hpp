@@ -156,7 +156,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
       gemm_dot_rows(i0, rows, kc, alpha, strided_matrix{a.data + k0, a.rs, 1}, pb.columns + d * kc, epilogue.beta,
                     first_block ? bias : nullptr, c.data + j * c.cs, c.rs);
       if (epilogue.act != activation::none || residual_at(j) != nullptr)
-        gemm_finish_run(y, rows, c.rs, residual_at(j), epilogue.act);
+        finish_run(y, rows, c.rs, residual_at(j), epilogue.act);
     }
   };
   // Contiguous copies of the dot columns out of the packed panels (`b` from `first_panel` on).
