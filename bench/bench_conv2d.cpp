@@ -48,7 +48,7 @@ void BM_conv2d_winograd_prepacked(benchmark::State& state, kern::conv2d_geometry
   const auto input = random_floats(g.n * g.c * g.h * g.w, 1);
   const auto weight = random_floats(g.k * g.c * g.r * g.s, 2);
   const auto bias = random_floats(g.k, 3);
-  const std::vector<float> filters = kern::conv2d_winograd_filters(g, weight.data());
+  const kern::aligned_floats filters = kern::conv2d_winograd_filters(g, weight.data());
   std::vector<float> out(static_cast<std::size_t>(g.n * g.k * out_plane));
   for (auto _ : state) {
     kern::conv2d_winograd(g, input.data(), filters.data(), bias.data(), out.data());

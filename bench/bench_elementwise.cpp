@@ -18,7 +18,7 @@ namespace k = tracemod::kernels;
 using tracemod::Shape;
 using tracemod::bench::report_bytes;
 using tracemod::bench::scoped_threads;
-using aligned_floats = std::vector<float, xsimd::aligned_allocator<float, k::buffer_alignment>>;
+using k::aligned_floats;
 
 constexpr std::int64_t activation = std::int64_t{1} * 64 * 56 * 56;
 constexpr std::int64_t large = std::int64_t{16} * 1024 * 1024;

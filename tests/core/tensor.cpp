@@ -96,10 +96,13 @@ TEST_CASE("Tensor.data<T>: the wrong element type is a dtype_error naming both t
   CHECK(f.data<float>()[1] == 0.f);
 }
 
+struct sum_tag {};
+struct twice_sum_tag {};
+
 TEST_CASE("Tensor.make_read_only: every sharing handle refuses writes for good; derived data is made once") {
   tmod::Tensor t = tmod::arange(0, 6).reshape({2, 3});
   tmod::Tensor view = t.reshape({6});
-  CHECK_THROWS_AS((void)t.derived<float>("sum", [] { return 0.0f; }), tmod::value_error);  // still writable
+  CHECK_THROWS_AS((void)t.derived<float>(tmod::derived_key::of<sum_tag>(), [] { return 0.0f; }), tmod::value_error);  // still writable
   view.data<float>()[0] = 7.0f;
   t.make_read_only();
   CHECK(view.read_only());
@@ -122,11 +125,18 @@ TEST_CASE("Tensor.make_read_only: every sharing handle refuses writes for good; 
     for (float x : read.values<float>()) total += x;
     return total;
   };
-  CHECK(*t.derived<float>("sum", sum) == 22.0f);  // 7 + 1 + 2 + 3 + 4 + 5
-  CHECK(*view.derived<float>("sum", sum) == 22.0f);  // the same buffer: the same derived data
+  const tmod::derived_key key = tmod::derived_key::of<sum_tag>();
+  CHECK(*t.derived<float>(key, sum) == 22.0f);  // 7 + 1 + 2 + 3 + 4 + 5
+  CHECK(*view.derived<float>(key, sum) == 22.0f);  // the same buffer: the same derived data
   CHECK(made == 1);
-  CHECK(*t.derived<float>("twice the sum", [&] { return 2.0f * sum(); }) == 44.0f);
+  CHECK(*t.derived<float>(tmod::derived_key::of<twice_sum_tag>(), [&] { return 2.0f * sum(); }) == 44.0f);
   CHECK(made == 2);
+  // The same kind with other parameters (the shape a datum is derived for) is another datum.
+  CHECK(*t.derived<float>(tmod::derived_key::of<sum_tag>(t.shape()), [&] { return sum() + 1.0f; }) == 23.0f);
+  CHECK(*view.derived<float>(tmod::derived_key::of<sum_tag>(view.shape()), [&] { return sum() + 2.0f; }) == 24.0f);
+  CHECK(*t.derived<float>(tmod::derived_key::of<sum_tag>({2, 3}), sum) == 23.0f);
+  CHECK(made == 4);
+  CHECK_THROWS_AS((void)tmod::derived_key::of<sum_tag>({1, 2, 3, 4, 5, 6, 7, 8, 9}), tmod::value_error);
 }
 
 TEST_CASE("tensor(): nested braces must not be ragged; a span must fill its shape") {

@@ -251,7 +251,7 @@ TEST_CASE("conv2d: pre-transformed Winograd filters give the same result as tran
   const std::size_t out_size = static_cast<std::size_t>(g.n * g.k * g.out_h() * g.out_w());
   std::vector<float> per_call(out_size), pre(out_size);
   kern::conv2d(g, input.data() + 1, weight.data() + 1, bias.data() + 1, per_call.data(), kern::conv2d_algorithm::winograd);
-  const std::vector<float> filters = kern::conv2d_winograd_filters(g, weight.data() + 1);
+  const kern::aligned_floats filters = kern::conv2d_winograd_filters(g, weight.data() + 1);
   kern::conv2d_winograd(g, input.data() + 1, filters.data(), bias.data() + 1, pre.data());
   CHECK(pre == per_call);
 }

@@ -46,13 +46,18 @@ std::vector<epilogue_case> cases() {
   depthwise_strided.stride_h = depthwise_strided.stride_w = 2;
   kern::conv2d_geometry winograd{2, 5, 13, 10, 7, 3, 3};
   winograd.pad_h = winograd.pad_w = 1;
+  // 9 tiles (a partial row panel), 520 input channels (two k blocks), 40 output channels (a partial
+  // panel and a partial vector of the output transform).
+  kern::conv2d_geometry winograd_deep{1, 520, 9, 9, 40, 3, 3};
+  winograd_deep.pad_h = winograd_deep.pad_w = 1;
   kern::conv2d_geometry grouped{1, 8, 8, 8, 12, 3, 3};
   grouped.groups = 4;
   return {{"im2col strided", strided},       {"im2col k blocks", deep},
           {"im2col dot columns", seven},     {"1x1 direct", wide_1x1},
           {"1x1 transposed", narrow_1x1},    {"depthwise", depthwise},
           {"depthwise strided", depthwise_strided}, {"winograd", winograd, algo::winograd},
-          {"grouped", grouped},              {"winograd automatic", winograd, algo::automatic}};
+          {"grouped", grouped},              {"winograd automatic", winograd, algo::automatic},
+          {"winograd k blocks", winograd_deep, algo::winograd}};
 }
 
 std::vector<float> random_vector(std::int64_t n, std::mt19937& gen) {
@@ -175,19 +180,33 @@ TEST_CASE("conv2d_bias_activation: bit-identical at 1 to 4 threads on every path
 TEST_CASE("conv2d_winograd: filters transformed once give the bits of conv2d_bias_activation's Winograd") {
   kern::conv2d_geometry g{2, 5, 13, 10, 7, 3, 3};
   g.pad_h = g.pad_w = 1;
-  const operands o = make_operands(g, 9u);
-  const std::vector<float> filters = kern::conv2d_winograd_filters(g, o.weight.data());
-  const auto n = static_cast<std::size_t>(out_size(g));
-  for (const kern::activation a : {kern::activation::none, kern::activation::relu, kern::activation::relu6}) {
-    CAPTURE(activation_name(a));
-    const kern::conv2d_epilogue e{o.bias.data(), o.residual.data(), a};
-    std::vector<float> want(n), got(n);
-    kern::conv2d_bias_activation(g, o.input.data(), o.weight.data(), e, want.data(), kern::conv2d_algorithm::winograd);
-    kern::conv2d_winograd(g, o.input.data(), filters.data(), e, got.data());
-    CHECK(thread_counts::same_bits(got, want));
+  kern::conv2d_geometry deep{1, 520, 9, 9, 40, 3, 3};  // two k blocks, a partial panel of filters
+  deep.pad_h = deep.pad_w = 1;
+  for (const kern::conv2d_geometry& geometry : {g, deep}) {
+    CAPTURE(geometry.c);
+    const operands o = make_operands(geometry, 9u);
+    const kern::aligned_floats filters = kern::conv2d_winograd_filters(geometry, o.weight.data());
+    const auto n = static_cast<std::size_t>(out_size(geometry));
+    for (const kern::activation a : {kern::activation::none, kern::activation::relu, kern::activation::relu6}) {
+      CAPTURE(activation_name(a));
+      const kern::conv2d_epilogue e{o.bias.data(), o.residual.data(), a};
+      std::vector<float> want(n), got(n);
+      kern::conv2d_bias_activation(geometry, o.input.data(), o.weight.data(), e, want.data(),
+                                   kern::conv2d_algorithm::winograd);
+      kern::conv2d_winograd(geometry, o.input.data(), filters.data(), e, got.data());
+      CHECK(thread_counts::same_bits(got, want));
+    }
+    thread_counts::check_bit_identical("conv2d_winograd, filters kept", [&] {
+      std::vector<float> out(n);
+      kern::conv2d_winograd(geometry, o.input.data(), filters.data(),
+                            {o.bias.data(), o.residual.data(), kern::activation::relu}, out.data());
+      return out;
+    });
   }
   kern::conv2d_geometry strided = g;
   strided.stride_h = 2;
+  const operands o = make_operands(g, 9u);
+  const kern::aligned_floats filters = kern::conv2d_winograd_filters(g, o.weight.data());
   CHECK_THROWS_AS(kern::conv2d_winograd(strided, o.input.data(), filters.data(), kern::conv2d_epilogue{}, nullptr),
                   tracemod::value_error);
 }

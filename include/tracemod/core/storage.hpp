@@ -4,12 +4,17 @@
 
 #include <tracemod/core/error.hpp>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <typeindex>
+#include <typeinfo>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -96,6 +101,34 @@ class buffer_pool {
 /// (default 512 MiB); 0 turns the recycling off.
 inline void set_buffer_cache_capacity(std::size_t bytes) { detail::buffer_pool::instance().set_capacity(bytes); }
 
+/// Names data derived from a buffer's bytes: `kind`, a tag type standing for what is computed (one
+/// per kind of datum), and the integers it depends on besides the bytes (the shape it is derived
+/// for, say; at most max_params). Comparing two keys is a few integer compares.
+struct derived_key {
+  static constexpr std::size_t max_params = 8;
+
+  std::type_index kind;
+  std::array<std::int64_t, max_params> params{};
+  std::size_t count = 0;
+
+  /// The key of datum Tag depending on `values` (value_error past max_params).
+  template <class Tag, class Range>
+  [[nodiscard]] static derived_key of(const Range& values) {
+    derived_key key{std::type_index(typeid(Tag))};
+    for (const auto v : values) {
+      if (key.count == max_params) throw value_error("derived_key: more than 8 parameters");
+      key.params[key.count++] = static_cast<std::int64_t>(v);
+    }
+    return key;
+  }
+  template <class Tag>
+  [[nodiscard]] static derived_key of(std::initializer_list<std::int64_t> values = {}) {
+    return of<Tag, std::initializer_list<std::int64_t>>(values);
+  }
+
+  bool operator==(const derived_key&) const = default;
+};
+
 class Storage {
  public:
   static constexpr std::size_t alignment = detail::buffer_pool::alignment;
@@ -128,9 +161,10 @@ class Storage {
   /// make() on the first request for `key` and kept as long as the buffer: its bytes cannot change,
   /// so it can never go stale. Thread-safe; make() runs once per key.
   template <class T, class Make>
-  [[nodiscard]] std::shared_ptr<const T> derived(const std::string& key, Make&& make) const {
+  [[nodiscard]] std::shared_ptr<const T> derived(const derived_key& key, Make&& make) const {
     if (!read_only())
-      throw value_error("Storage.derived: '" + key + "' is derived from a buffer that may still change");
+      throw value_error(std::string("Storage.derived: ") + key.kind.name() +
+                        " is derived from a buffer that may still change");
     const std::lock_guard lock(derived_mutex_);
     for (const auto& [k, v] : derived_)
       if (k == key) return std::static_pointer_cast<const T>(v);
@@ -146,7 +180,7 @@ class Storage {
   std::shared_ptr<const void> owner_;  // set for memory owned elsewhere
   std::atomic<bool> read_only_{false};
   mutable std::mutex derived_mutex_;
-  mutable std::vector<std::pair<std::string, std::shared_ptr<const void>>> derived_;
+  mutable std::vector<std::pair<derived_key, std::shared_ptr<const void>>> derived_;
 };
 
 }  // namespace tracemod

@@ -169,7 +169,7 @@ class Tensor {
   /// buffer (Storage::derived); value_error for a writable tensor. The key names what make() computes
   /// and every parameter it depends on, the shape included (reshaped views share the buffer).
   template <class T, class Make>
-  [[nodiscard]] std::shared_ptr<const T> derived(const std::string& key, Make&& make) const {
+  [[nodiscard]] std::shared_ptr<const T> derived(const derived_key& key, Make&& make) const {
     require_defined("Tensor.derived");
     return storage_->derived<T>(key, std::forward<Make>(make));
   }

@@ -189,12 +189,15 @@ struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
     return y;
   }
 
+  /// The kind of a read-only weight's derived data (Tensor::derived): its Winograd filters.
+  struct winograd_filters_tag {};
+
   /// A read-only weight (one FuseConvEpilogue made so: it cannot change) keeps its Winograd filters,
   /// transformed on the first call, when the kernel would run Winograd with them; null otherwise.
-  static std::shared_ptr<const std::vector<float>> winograd_filters(const kernels::conv2d_geometry& g, const Tensor& w) {
+  static std::shared_ptr<const kernels::aligned_floats> winograd_filters(const kernels::conv2d_geometry& g, const Tensor& w) {
     if (!w.read_only() || !kernels::conv2d_prefers_winograd_filters(g)) return nullptr;
-    return w.derived<std::vector<float>>("conv2d_winograd_filters " + w.shape().to_string(),
-                                         [&] { return kernels::conv2d_winograd_filters(g, w.data<float>()); });
+    return w.derived<kernels::aligned_floats>(derived_key::of<winograd_filters_tag>(w.shape()),
+                                              [&] { return kernels::conv2d_winograd_filters(g, w.data<float>()); });
   }
 
   /// (inp, weight[, bias[, z]][, params]) and (inp, weight, bias, z, stride[, padding[, dilation[,

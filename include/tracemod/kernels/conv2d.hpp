@@ -126,16 +126,22 @@ inline winograd_tiling winograd_tiling_of(const conv2d_geometry& g) {
   return {g.n, g.h, g.w, g.pad_h, g.pad_w, g.out_h(), g.out_w()};
 }
 
-/// Tiles per call from which Winograd, transforming the filters on every call, beats the im2col
-/// GEMM. Measured (docs/kernels.md): it wins at 32 tiles (512@7x7, batch 8) and more, loses at 16
-/// (256@14x14, batch 1), where the filter transform and GEMMs with few columns dominate.
+/// Where a Winograd call's transformed filters come from: transformed on every call, or once
+/// beforehand (conv2d_winograd_filters, kept by the caller).
+enum class winograd_filters { per_call, prepared };
+
+/// Tiles per call from which Winograd beats the im2col GEMM, by where its filters come from. The
+/// measurements behind them are in docs/kernels.md.
 inline constexpr std::int64_t winograd_min_tiles = 32;
-
-inline bool winograd_pays(const conv2d_geometry& g) { return winograd_tiling_of(g).tiles() >= winograd_min_tiles; }
-
-/// The same with the filters transformed beforehand (conv2d_winograd_filters): measured
-/// (docs/passes.md), Winograd wins at 16 tiles (256@14x14, batch 1: 1.3x), loses at 4 (512@7x7).
 inline constexpr std::int64_t winograd_min_tiles_prepared = 16;
+
+/// Whether a call of g runs Winograd when `preferred` is the algorithm asked for (automatic: the
+/// rule above) and its filters come from `filters`.
+inline bool runs_winograd(const conv2d_geometry& g, conv2d_algorithm preferred, winograd_filters filters) {
+  const std::int64_t min_tiles = filters == winograd_filters::prepared ? winograd_min_tiles_prepared : winograd_min_tiles;
+  return winograd_supports(g) && (preferred == conv2d_algorithm::winograd ||
+                                  (preferred == conv2d_algorithm::automatic && winograd_tiling_of(g).tiles() >= min_tiles));
+}
 
 /// 1x1 convolution, stride 1, one group: per image, weight (k x c) times the input planes
 /// (c x pixels) as they lie in memory, with no im2col copy. With few pixels (7x7, 14x14) the product
@@ -175,15 +181,15 @@ inline void conv2d_pointwise(const conv2d_geometry& g, const float* input, const
 inline void set_conv2d_algorithm(conv2d_algorithm a) noexcept { detail::conv2d_algorithm_setting().store(a); }
 inline conv2d_algorithm get_conv2d_algorithm() noexcept { return detail::conv2d_algorithm_setting().load(); }
 
-/// Winograd filters of a convolution g (36 x k x c floats) from its 3x3 weight [k, c, 3, 3], for
+/// Winograd filters of a convolution g (detail::winograd_filters_size(k, c) floats) from its 3x3 weight [k, c, 3, 3], for
 /// conv2d_winograd: transformed once, they serve every later call (batch-1 inference of deep layers,
 /// where transforming on each call costs about as much as the convolution itself).
-inline std::vector<float> conv2d_winograd_filters(const conv2d_geometry& g, const float* weight) {
+inline aligned_floats conv2d_winograd_filters(const conv2d_geometry& g, const float* weight) {
   validate(g, "conv2d_winograd_filters");
   if (!detail::winograd_supports(g))
     throw value_error("conv2d_winograd_filters: Winograd needs a 3x3, stride-1, undilated, ungrouped convolution");
-  std::vector<float> filters(static_cast<std::size_t>(detail::winograd_positions * g.k * g.c));
-  detail::winograd_transform_filters(g.k * g.c, weight, filters.data());
+  aligned_floats filters(static_cast<std::size_t>(detail::winograd_filters_size(g.k, g.c)));
+  detail::winograd_transform_filters(g.k, g.c, weight, filters.data());
   return filters;
 }
 
@@ -191,11 +197,7 @@ inline std::vector<float> conv2d_winograd_filters(const conv2d_geometry& g, cons
 /// beforehand (conv2d_winograd_filters, then conv2d_winograd), under the process-wide algorithm
 /// setting: what a caller able to keep them (a constant weight) asks before doing so.
 [[nodiscard]] inline bool conv2d_prefers_winograd_filters(const conv2d_geometry& g) {
-  const conv2d_algorithm setting = get_conv2d_algorithm();
-  return detail::winograd_supports(g) &&
-         (setting == conv2d_algorithm::winograd ||
-          (setting == conv2d_algorithm::automatic &&
-           detail::winograd_tiling_of(g).tiles() >= detail::winograd_min_tiles_prepared));
+  return detail::runs_winograd(g, get_conv2d_algorithm(), detail::winograd_filters::prepared);
 }
 
 /// conv2d_bias_activation with filters from conv2d_winograd_filters(g, weight): the same bits as
@@ -236,12 +238,10 @@ inline void conv2d_bias_activation(const conv2d_geometry& g, const float* input,
   const std::int64_t out_plane = g.out_h() * g.out_w();
 
   const conv2d_algorithm preferred = algorithm == conv2d_algorithm::automatic ? get_conv2d_algorithm() : algorithm;
-  const bool winograd = detail::winograd_supports(g) && (preferred == conv2d_algorithm::winograd ||
-                                                         (preferred == conv2d_algorithm::automatic && detail::winograd_pays(g)));
-  if (winograd) {
+  if (detail::runs_winograd(g, preferred, detail::winograd_filters::per_call)) {
     float* const filters = detail::scratch(detail::scratch_slot::winograd_filters,
-                                           static_cast<std::size_t>(detail::winograd_positions * g.k * g.c));
-    detail::winograd_transform_filters(g.k * g.c, weight, filters);
+                                           static_cast<std::size_t>(detail::winograd_filters_size(g.k, g.c)));
+    detail::winograd_transform_filters(g.k, g.c, weight, filters);
     detail::conv_winograd(detail::winograd_tiling_of(g), g.c, g.k, input, filters, bias, out, e.residual, e.act);
     return;
   }

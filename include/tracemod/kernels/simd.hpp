@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace tracemod::kernels {
 
@@ -25,5 +26,7 @@ using fbatch = xsimd::batch<float, arch>;
 inline constexpr std::size_t simd_width = fbatch::size;
 /// Alignment of every tensor buffer; a multiple of any vector width we target.
 inline constexpr std::size_t buffer_alignment = 64;
+/// Floats on buffer_alignment, for data a kernel keeps and reads with aligned loads (packed panels).
+using aligned_floats = std::vector<float, xsimd::aligned_allocator<float, buffer_alignment>>;
 
 }  // namespace tracemod::kernels

@@ -33,23 +33,26 @@ inline T activate(activation a, const T& x) noexcept {
   return x;
 }
 
-/// y[i] = act(y[i] + residual[i]) for i < count (a null residual adds nothing): a conv epilogue over
-/// contiguous values already stored, with the bits of the separate add and activation kernels (the
-/// tail runs the same float operations one at a time). Each case is its own loop, so none tests per
-/// element.
-inline void finish_plane(float* y, const float* residual, std::int64_t count, activation act) noexcept {
+/// y[q * inc] = act(y[q * inc] + residual[q * inc]) for q < count (a null residual adds nothing): a
+/// conv epilogue over values already stored, with the bits of the separate add and activation
+/// kernels. A contiguous run (inc 1) goes by vectors, its tail running the same float operations one
+/// at a time; each case is its own loop, so none tests per element.
+inline void finish_run(float* y, std::int64_t count, std::int64_t inc, const float* residual,
+                       activation act) noexcept {
   const auto run = [&](auto with_residual, auto f) {
     constexpr auto w = static_cast<std::int64_t>(simd_width);
-    std::int64_t i = 0;
-    for (; i + w <= count; i += w) {
-      fbatch x = fbatch::load_unaligned(y + i);
-      if constexpr (with_residual) x = x + fbatch::load_unaligned(residual + i);
-      f(x).store_unaligned(y + i);
+    std::int64_t q = 0;
+    if (inc == 1) {
+      for (; q + w <= count; q += w) {
+        fbatch x = fbatch::load_unaligned(y + q);
+        if constexpr (with_residual) x = x + fbatch::load_unaligned(residual + q);
+        f(x).store_unaligned(y + q);
+      }
     }
-    for (; i < count; ++i) {
-      float x = y[i];
-      if constexpr (with_residual) x = x + residual[i];
-      y[i] = f(x);
+    for (; q < count; ++q) {
+      float x = y[q * inc];
+      if constexpr (with_residual) x = x + residual[q * inc];
+      y[q * inc] = f(x);
     }
   };
   const auto with = [&](auto f) {

@@ -2,16 +2,20 @@
 // convolutions. The output is cut into 4x4 tiles; each tile is A^T [(G g G^T) . (B^T d B)] A for its
 // 6x6 input patch d and each filter g, which needs 36 multiplications per tile, channel and filter
 // instead of 16 * 9 = 144. Summed over input channels, the 36 elementwise products become 36
-// independent GEMMs (K x C transformed filters times C x tiles transformed patches), run by the
-// packed GEMM.
+// independent GEMMs (tiles x C transformed patches times C x K transformed filters), run on the
+// packed GEMM's register tiles.
 //
-// Layouts (t = tile index over the batch, padded to whole vectors):
-//   transformed weights U[pos][k][c]   36 x K x C
-//   transformed input   V[pos][c][t]   36 x C x T
-//   products            Y[pos][k][t]   36 x K x T
-// Transforms run on vectors of W consecutive tiles. Patches are copied into a [36][W] buffer with
-// scalar moves (a tile's columns are 4 apart: no unit-stride vector runs across tiles), the same for
-// filters (9 apart), then transformed with whole-vector arithmetic.
+// Layouts (t = tile index over the batch; V's rows padded to whole vectors of tiles, KP = K padded to
+// whole NR-wide panels):
+//   transformed weights U[pos][K/NR][c][NR]  36 x KP x C  (each U[pos]^T packed as a GEMM's op(B))
+//   transformed input   V[pos][c][t]         36 x C x T
+//   products            Y[pos][t][k]         36 x T x KP
+// The products are computed transposed, tiles as rows: with few tiles (16 at 256@14x14, batch 1) the
+// register tiles still run full-width over output channels. The input transform runs on vectors of
+// W consecutive tiles, the filter and output transforms on vectors of W consecutive output channels.
+// Patches are copied into a [36][W] buffer with scalar moves (a tile's columns are 4 apart: no
+// unit-stride vector runs across tiles), the same for filters (9 apart), then transformed with
+// whole-vector arithmetic.
 #pragma once
 
 #include <tracemod/core/parallel.hpp>
@@ -86,38 +90,44 @@ inline void winograd_filter_1d(const T& g0, const T& g1, const T& g2, std::array
   u[5] = g2;
 }
 
-/// U[pos][f] = (G g_f G^T)[pos] for the k * c filters g_f (f = k-major filter index, 9 taps each).
-inline void winograd_transform_filters(std::int64_t filters, const float* weight, float* u) {
+/// Output channels padded to whole NR-wide panels: the column count of the products' GEMMs.
+inline std::int64_t winograd_channels_padded(std::int64_t k) { return (k + gemm_nr - 1) / gemm_nr * gemm_nr; }
+
+/// Floats of the transformed filters of k x c filters (winograd_transform_filters' layout).
+inline std::int64_t winograd_filters_size(std::int64_t k, std::int64_t c) {
+  return winograd_positions * winograd_channels_padded(k) * c;
+}
+
+/// U[pos] = (G g G^T)[pos] for the k x c filters of `weight` (k x c x 3 x 3), laid out as the products
+/// read them, op(B) of a GEMM already packed: per position, the c x k matrix U[pos]^T as
+/// ceil(k / NR) panels of c x NR floats (channels past k are zero). Each vector holds W consecutive
+/// output channels of one input channel, so every store is a whole vector of a panel row.
+inline void winograd_transform_filters(std::int64_t k, std::int64_t c, const float* weight, float* u) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
-  const auto transform = [&](std::int64_t lo, std::int64_t hi) {
+  const std::int64_t kp = winograd_channels_padded(k), panels = kp / gemm_nr;
+  // Items (panel of output channels, input channel), input channel minor: consecutive items read the
+  // panel's filters' neighbouring taps, from the same cache lines, and each item writes whole panel
+  // rows.
+  parallel_for(0, panels * c, 64, [&](std::int64_t lo, std::int64_t hi) {
     alignas(buffer_alignment) std::array<float, 9 * simd_width> taps;
-    for (std::int64_t f0 = lo; f0 < hi; f0 += w) {
-      const std::int64_t lanes = std::min(w, hi - f0);
-      for (std::int64_t l = 0; l < w; ++l)
-        for (std::int64_t tap = 0; tap < 9; ++tap) taps[tap * w + l] = l < lanes ? weight[(f0 + l) * 9 + tap] : 0.0f;
-      std::array<fbatch, 9> g;
-      for (std::int64_t tap = 0; tap < 9; ++tap) g[tap] = fbatch::load_aligned(taps.data() + tap * w);
-      std::array<std::array<fbatch, 6>, 3> columns;  // G g: columns[j][i]
-      for (std::int64_t j = 0; j < 3; ++j) winograd_filter_1d(g[j], g[3 + j], g[6 + j], columns[j]);
-      for (std::int64_t i = 0; i < 6; ++i) {
-        std::array<fbatch, 6> row;  // row i of (G g) G^T
-        winograd_filter_1d(columns[0][i], columns[1][i], columns[2][i], row);
-        for (std::int64_t j = 0; j < 6; ++j) {
-          float* dst = u + (i * 6 + j) * filters + f0;
-          if (lanes == w) {
-            row[j].store_unaligned(dst);
-          } else {
-            alignas(buffer_alignment) std::array<float, simd_width> tail;
-            row[j].store_aligned(tail.data());
-            std::copy_n(tail.data(), lanes, dst);
-          }
+    for (std::int64_t item = lo; item < hi; ++item) {
+      const std::int64_t panel = item / c, ch = item % c;
+      for (std::int64_t k0 = panel * gemm_nr; k0 < (panel + 1) * gemm_nr; k0 += w) {
+        for (std::int64_t l = 0; l < w; ++l)
+          for (std::int64_t tap = 0; tap < 9; ++tap)
+            taps[tap * w + l] = k0 + l < k ? weight[((k0 + l) * c + ch) * 9 + tap] : 0.0f;
+        std::array<fbatch, 9> g;
+        for (std::int64_t tap = 0; tap < 9; ++tap) g[tap] = fbatch::load_aligned(taps.data() + tap * w);
+        std::array<std::array<fbatch, 6>, 3> columns;  // G g: columns[j][i]
+        for (std::int64_t j = 0; j < 3; ++j) winograd_filter_1d(g[j], g[3 + j], g[6 + j], columns[j]);
+        float* const dst = u + (panel * c + ch) * gemm_nr + k0 % gemm_nr;
+        for (std::int64_t i = 0; i < 6; ++i) {
+          std::array<fbatch, 6> row;  // row i of (G g) G^T
+          winograd_filter_1d(columns[0][i], columns[1][i], columns[2][i], row);
+          for (std::int64_t j = 0; j < 6; ++j) row[j].store_unaligned(dst + (i * 6 + j) * kp * c);
         }
       }
     }
-  };
-  // Chunks of whole vectors, so the split does not change which filters share a vector.
-  parallel_for(0, (filters + w - 1) / w, 64, [&](std::int64_t lo, std::int64_t hi) {
-    transform(lo * w, std::min(filters, hi * w));
   });
 }
 
@@ -165,41 +175,63 @@ inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, 
   });
 }
 
-/// Y[pos] = U[pos] V[pos] for the 36 positions: K x C times C x tiles each.
+/// Y[pos] = V[pos]^T U[pos]^T (tiles x kp) for the 36 positions, with U from
+/// winograd_transform_filters. Tiles are the GEMM's rows and output channels its columns, so the
+/// register tiles are full-width whenever k is a multiple of NR, however few the tiles (16 at
+/// 256@14x14, batch 1), and the filters, the large operand, are read as packed. Each position is one
+/// task, its k blocks (those of gemm_blocked) summed in order: bit-identical at any thread count.
 inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles, std::int64_t tp, const float* u,
                               const float* v, float* y) {
-  parallel_for(0, winograd_positions, 1, [&](std::int64_t lo, std::int64_t hi) {
+  const std::int64_t kp = winograd_channels_padded(k), kc_max = balanced_block(c, gemm_blocking().kc, 1);
+  const std::int64_t row_panels = (tiles + gemm_mr - 1) / gemm_mr, a_floats = row_panels * kc_max * gemm_mr;
+  const int chunks = parallel_chunk_count(0, winograd_positions, 1);
+  float* const a_buffers = scratch(scratch_slot::gemm_a_panel, static_cast<std::size_t>(chunks * a_floats));
+  parallel_for(0, winograd_positions, 1, [&](int chunk, std::int64_t lo, std::int64_t hi) {
+    float* const a_panels = a_buffers + chunk * a_floats;
     for (std::int64_t pos = lo; pos < hi; ++pos) {
-      const strided_matrix vp{v + pos * c * tp, tp, 1};
-      gemm_blocked(
-          k, tiles, c, 1.0f, strided_matrix{u + pos * k * c, c, 1},
-          [&vp](float* dst, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t nc) {
-            gemm_pack_b(vp, k0, kc, j0, nc, dst);
-          },
-          0.0f, nullptr, strided_output{y + pos * k * tp, tp, 1});
-      // The output transform reads whole vectors of tiles; the padding lanes are never stored.
-      for (std::int64_t o = 0; o < k; ++o) std::fill(y + (pos * k + o) * tp + tiles, y + (pos * k + o + 1) * tp, 0.0f);
+      const strided_matrix vt{v + pos * c * tp, 1, tp};  // V[pos]^T: tiles x c
+      const float* const up = u + pos * kp * c;
+      float* const yp = y + pos * tiles * kp;
+      for (std::int64_t k0 = 0; k0 < c; k0 += kc_max) {
+        const std::int64_t kc = std::min(kc_max, c - k0);
+        const gemm_epilogue e{1.0f, k0 == 0 ? 0.0f : 1.0f, nullptr};  // later k blocks accumulate
+        // Every row panel packed first, so the filters (the large operand) stream past them once.
+        for (std::int64_t p = 0; p < row_panels; ++p)
+          gemm_pack_a(vt, p * gemm_mr, std::min(gemm_mr, tiles - p * gemm_mr), k0, kc, a_panels + p * kc * gemm_mr);
+        for (std::int64_t j0 = 0; j0 < kp; j0 += gemm_nr) {
+          const float* const b = up + j0 * c + k0 * gemm_nr;
+          for (std::int64_t p = 0; p < row_panels; ++p) {
+            const std::int64_t rows = std::min(gemm_mr, tiles - p * gemm_mr);
+            gemm_tile_update_for(rows, gemm_nr, true)(kc, a_panels + p * kc * gemm_mr, gemm_mr, b, gemm_nr, e,
+                                                      yp + p * gemm_mr * kp + j0, kp, 1);
+          }
+        }
+      }
     }
   });
 }
 
 /// out (n x k x out_h x out_w) = act(A^T Y A per tile and output channel + bias + residual), bias and
-/// residual (laid out like out) nullable. The tiles' scatter is a plain copy; the residual and the
-/// activation then run as vectors over each output plane while it is in L1 (added per element in the
-/// scatter, they cost more than the separate kernels they replace).
+/// residual (laid out like out) nullable, from Y[pos][t][kp]. Each vector holds W consecutive output
+/// channels of one tile. The tiles' scatter is a plain copy; the residual and the activation then run
+/// as vectors over each output plane while it is in cache (added per element in the scatter, they
+/// cost more than the separate kernels they replace).
 inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k, const float* y, const float* bias,
                                       const float* residual, activation act, float* out) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
-  const std::int64_t tiles = tl.tiles(), tp = tl.tiles_padded(), per_image = tl.tiles_per_image();
-  const std::int64_t tw = tl.tiles_w();
-  parallel_for(0, k, 1, [&](std::int64_t lo, std::int64_t hi) {
+  const std::int64_t tiles = tl.tiles(), per_image = tl.tiles_per_image(), tw = tl.tiles_w();
+  const std::int64_t kp = winograd_channels_padded(k), plane = tl.out_h * tl.out_w;
+  parallel_for(0, (k + w - 1) / w, 1, [&](std::int64_t lo, std::int64_t hi) {
     alignas(buffer_alignment) std::array<float, 16 * simd_width> result;
-    for (std::int64_t o = lo; o < hi; ++o) {
-      const fbatch b(bias != nullptr ? bias[o] : 0.0f);
-      for (std::int64_t t0 = 0; t0 < tiles; t0 += w) {
+    alignas(buffer_alignment) std::array<float, simd_width> bias_lanes{};
+    for (std::int64_t k0 = lo * w; k0 < std::min(k, hi * w); k0 += w) {
+      const std::int64_t lanes = std::min(w, k - k0);
+      for (std::int64_t l = 0; l < lanes; ++l) bias_lanes[l] = bias != nullptr ? bias[k0 + l] : 0.0f;
+      const fbatch b = fbatch::load_aligned(bias_lanes.data());
+      for (std::int64_t t = 0; t < tiles; ++t) {
         std::array<std::array<fbatch, 4>, 6> columns;  // A^T m: columns[j][i]
         for (std::int64_t j = 0; j < 6; ++j) {
-          const auto m = [&](std::int64_t i) { return fbatch::load_aligned(y + ((i * 6 + j) * k + o) * tp + t0); };
+          const auto m = [&](std::int64_t i) { return fbatch::load_aligned(y + ((i * 6 + j) * tiles + t) * kp + k0); };
           winograd_output_1d(m(0), m(1), m(2), m(3), m(4), m(5), columns[j]);
         }
         for (std::int64_t i = 0; i < 4; ++i) {
@@ -208,22 +240,18 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
                              row);
           for (std::int64_t j = 0; j < 4; ++j) (row[j] + b).store_aligned(result.data() + (i * 4 + j) * w);
         }
-        for (std::int64_t l = 0; l < std::min(w, tiles - t0); ++l) {
-          const std::int64_t t = t0 + l;
-          const std::int64_t img = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
-          float* plane = out + (img * k + o) * tl.out_h * tl.out_w;
-          const std::int64_t rows = std::min(winograd_out_tile, tl.out_h - ty * winograd_out_tile);
-          const std::int64_t cols = std::min(winograd_out_tile, tl.out_w - tx * winograd_out_tile);
+        const std::int64_t img = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
+        const std::int64_t rows = std::min(winograd_out_tile, tl.out_h - ty * winograd_out_tile);
+        const std::int64_t cols = std::min(winograd_out_tile, tl.out_w - tx * winograd_out_tile);
+        float* const corner = out + (img * k + k0) * plane + ty * winograd_out_tile * tl.out_w + tx * winograd_out_tile;
+        for (std::int64_t l = 0; l < lanes; ++l)
           for (std::int64_t i = 0; i < rows; ++i)
-            for (std::int64_t j = 0; j < cols; ++j)
-              plane[(ty * winograd_out_tile + i) * tl.out_w + tx * winograd_out_tile + j] = result[(i * 4 + j) * w + l];
-        }
+            for (std::int64_t j = 0; j < cols; ++j) corner[l * plane + i * tl.out_w + j] = result[(i * 4 + j) * w + l];
       }
       if (residual == nullptr && act == activation::none) continue;
       for (std::int64_t img = 0; img < tl.n; ++img) {
-        const std::int64_t plane_offset = (img * k + o) * tl.out_h * tl.out_w;
-        finish_plane(out + plane_offset, residual != nullptr ? residual + plane_offset : nullptr, tl.out_h * tl.out_w,
-                     act);
+        const std::int64_t offset = (img * k + k0) * plane;
+        finish_run(out + offset, lanes * plane, 1, residual != nullptr ? residual + offset : nullptr, act);
       }
     }
   });
@@ -236,7 +264,8 @@ inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_
                           activation act = activation::none) {
   const std::int64_t tp = tl.tiles_padded();
   float* const v = scratch(scratch_slot::winograd_input, static_cast<std::size_t>(winograd_positions * c * tp));
-  float* const y = scratch(scratch_slot::winograd_products, static_cast<std::size_t>(winograd_positions * k * tp));
+  float* const y = scratch(scratch_slot::winograd_products,
+                           static_cast<std::size_t>(winograd_positions * tl.tiles() * winograd_channels_padded(k)));
   winograd_transform_input(tl, c, input, v);
   winograd_multiply(k, c, tl.tiles(), tp, filters, v, y);
   winograd_transform_output(tl, k, y, bias, residual, act, out);

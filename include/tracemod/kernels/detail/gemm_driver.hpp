@@ -73,6 +73,23 @@ struct gemm_column_block {
         tiled(nc_ - dot_columns), tiles((tiled + gemm_nr - 1) / gemm_nr), panels((nc_ + gemm_nr - 1) / gemm_nr) {}
 };
 
+/// A block of op(B) as packed for rows [k0, k0 + kc): `b` holds the block's NR-wide panels from
+/// `first_panel` on, `columns` its dot columns' contiguous copies.
+struct gemm_packed_block {
+  const gemm_column_block& blk;
+  std::int64_t k0, kc;
+  const float* b;
+  std::int64_t first_panel;
+  const float* columns;
+};
+
+/// A thread's packed row panel of op(A) (unused when op(A) is read in place): `data` holds row panel
+/// `row_panel`, -1 before the first.
+struct gemm_a_panel {
+  float* data;
+  std::int64_t row_panel = -1;
+};
+
 /// The column split is taken when every thread gets at least this many NR-wide column panels and
 /// the largest share is at most gemm_column_split_imbalance_tenths / 10 of the mean (a last panel
 /// may be narrow: a 7x7 plane's 49 columns are one panel of 32 and one of 17, which two threads
@@ -109,20 +126,18 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
   const bool a_in_place = a.cs == 1;
   const std::int64_t row_panels = (m + gemm_mr - 1) / gemm_mr;
 
-  // Work item (row panel, t) of a block for rows [k0, k0 + kc) of op(B): tile t, or with t == tiles
-  // the dot-product columns. `b` holds the block's panels from `first_panel` on, `columns` the dot
-  // columns' contiguous copies; a_panel (unless a is read in place) holds row panel `packed`.
-  const auto run_item = [&](const gemm_column_block& blk, std::int64_t k0, std::int64_t kc, const float* b,
-                            std::int64_t first_panel, const float* columns, std::int64_t panel, std::int64_t t,
-                            float* a_panel, std::int64_t& packed) {
+  // Work item (row panel, t) of a packed block: tile t, or with t == tiles the dot-product columns.
+  const auto run_item = [&](const gemm_packed_block& pb, std::int64_t panel, std::int64_t t, gemm_a_panel& a_panel) {
+    const gemm_column_block& blk = pb.blk;
+    const std::int64_t k0 = pb.k0, kc = pb.kc;
     const bool first_block = k0 == 0;      // later k blocks accumulate onto what it wrote
     const bool last_block = k0 + kc == k;  // the epilogue's residual and activation go here
     const std::int64_t i0 = panel * gemm_mr, rows = std::min(gemm_mr, m - i0);
-    if (!a_in_place && packed != panel) {
-      gemm_pack_a(a, i0, rows, k0, kc, a_panel);
-      packed = panel;
+    if (!a_in_place && a_panel.row_panel != panel) {
+      gemm_pack_a(a, i0, rows, k0, kc, a_panel.data);
+      a_panel.row_panel = panel;
     }
-    const float* a_src = a_in_place ? a.data + i0 * a.rs + k0 : a_panel;
+    const float* a_src = a_in_place ? a.data + i0 * a.rs + k0 : a_panel.data;
     gemm_epilogue epilogue{alpha, first_block ? beta : 1.0f, first_block && bias != nullptr ? bias + i0 : nullptr};
     if (last_block) epilogue.act = act;
     const auto residual_at = [&](std::int64_t j) {
@@ -131,17 +146,17 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     if (t < blk.tiles) {
       const std::int64_t jp = t * gemm_nr, cols = std::min(gemm_nr, blk.tiled - jp);
       epilogue.residual = residual_at(blk.j0 + jp);
-      gemm_tile_update_for(rows, cols, !a_in_place)(kc, a_src, a.rs, b + (t - first_panel) * gemm_nr * kc, cols,
+      gemm_tile_update_for(rows, cols, !a_in_place)(kc, a_src, a.rs, pb.b + (t - pb.first_panel) * gemm_nr * kc, cols,
                                                     epilogue, c.data + i0 * c.rs + (blk.j0 + jp) * c.cs, c.rs, c.cs);
       return;
     }
     for (std::int64_t d = 0; d < blk.dot_columns; ++d) {
       const std::int64_t j = blk.j0 + blk.tiled + d;
       float* y = c.data + i0 * c.rs + j * c.cs;
-      gemm_dot_rows(i0, rows, kc, alpha, strided_matrix{a.data + k0, a.rs, 1}, columns + d * kc, epilogue.beta,
+      gemm_dot_rows(i0, rows, kc, alpha, strided_matrix{a.data + k0, a.rs, 1}, pb.columns + d * kc, epilogue.beta,
                     first_block ? bias : nullptr, c.data + j * c.cs, c.rs);
       if (epilogue.act != activation::none || residual_at(j) != nullptr)
-        gemm_finish_run(y, rows, c.rs, residual_at(j), epilogue.act);
+        finish_run(y, rows, c.rs, residual_at(j), epilogue.act);
     }
   };
   // Contiguous copies of the dot columns out of the packed panels (`b` from `first_panel` on).
@@ -167,7 +182,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     parallel_for(0, panels, panel_grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
       float* const b = buffers + chunk * kc_max * nc_max;
       std::array<float, gemm_dot_columns * gemm_kc> columns;
-      std::int64_t no_panel = -1;
+      gemm_a_panel in_place{nullptr};
       for (std::int64_t q = lo; q < hi;) {
         const std::int64_t j0 = q / block_panels * nc_max;
         const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
@@ -179,10 +194,10 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
           const std::int64_t kc = std::min(kc_max, k - k0);
           pack_b(b, k0, kc, j0 + first_col, cols);
           if (dots) copy_dot_columns(blk, kc, b, first, columns.data());
+          const gemm_packed_block pb{blk, k0, kc, b, first, columns.data()};
           for (std::int64_t panel = 0; panel < row_panels; ++panel) {
-            for (std::int64_t t = first; t < std::min(last, blk.tiles); ++t)
-              run_item(blk, k0, kc, b, first, columns.data(), panel, t, nullptr, no_panel);
-            if (dots) run_item(blk, k0, kc, b, first, columns.data(), panel, blk.tiles, nullptr, no_panel);
+            for (std::int64_t t = first; t < std::min(last, blk.tiles); ++t) run_item(pb, panel, t, in_place);
+            if (dots) run_item(pb, panel, blk.tiles, in_place);
           }
         }
       }
@@ -211,12 +226,11 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
       float* const a_panels =
           a_in_place ? nullptr
                      : scratch(scratch_slot::gemm_a_panel, static_cast<std::size_t>(chunks * kc_max * gemm_mr));
+      const gemm_packed_block pb{blk, k0, kc, b_panels, 0, columns.data()};
       parallel_for(0, items, grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
-        float* const a_panel = a_in_place ? nullptr : a_panels + chunk * kc_max * gemm_mr;
-        std::int64_t packed = -1;  // the row panel a_panel holds
+        gemm_a_panel a_panel{a_in_place ? nullptr : a_panels + chunk * kc_max * gemm_mr};
         for (std::int64_t item = lo; item < hi; ++item)
-          run_item(blk, k0, kc, b_panels, 0, columns.data(), item / items_per_row, item % items_per_row, a_panel,
-                   packed);
+          run_item(pb, item / items_per_row, item % items_per_row, a_panel);
       });
     }
   }

@@ -61,17 +61,6 @@ struct gemm_epilogue {
   activation act = activation::none;
 };
 
-/// y[q * inc] = act(y[q * inc] + residual[q * inc]) for q < count (a null residual adds nothing): the
-/// residual add and activation of an epilogue on values already merged, with the bits of the vector
-/// path.
-inline void gemm_finish_run(float* y, std::int64_t count, std::int64_t inc, const float* residual, activation act) {
-  for (std::int64_t q = 0; q < count; ++q) {
-    float x = y[q * inc];
-    if (residual != nullptr) x = x + residual[q * inc];
-    y[q * inc] = activate(act, x);
-  }
-}
-
 /// Merges rows [0, rows) x columns [0, cols) of the tile into C.
 inline void gemm_store_tile(const gemm_tile& tile, std::int64_t rows, std::int64_t cols, const gemm_epilogue& e,
                             float* c, std::int64_t rs_c, std::int64_t cs_c) {
@@ -112,7 +101,7 @@ inline void gemm_store_tile(const gemm_tile& tile, std::int64_t rows, std::int64
         out[q * inner_c] = alpha * t[q * inner_t] + row_bias(q) + beta * out[q * inner_c];
     }
     if (e.residual != nullptr || e.act != activation::none)
-      gemm_finish_run(out, inner, inner_c, e.residual != nullptr ? e.residual + o * outer_c : nullptr, e.act);
+      finish_run(out, inner, inner_c, e.residual != nullptr ? e.residual + o * outer_c : nullptr, e.act);
   }
 }
 
