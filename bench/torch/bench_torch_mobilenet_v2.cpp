@@ -5,6 +5,8 @@
 
 #include <memory>
 
+namespace tmod_bench_torch_mobilenet_v2 {
+
 namespace {
 
 namespace side = tracemod::bench::torch_side;
@@ -20,3 +22,5 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+}  // namespace tmod_bench_torch_mobilenet_v2

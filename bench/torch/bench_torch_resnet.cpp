@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_bench_torch_resnet {
+
 namespace {
 
 namespace side = tracemod::bench::torch_side;
@@ -45,3 +47,5 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+}  // namespace tmod_bench_torch_resnet
