@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+namespace tmod_bench_conv2d {
+
 namespace {
 
 namespace kern = tracemod::kernels;
@@ -142,3 +144,5 @@ BENCHMARK_CAPTURE(BM_conv2d, resnet18_1x1s2_64_128_56x56, kern::conv2d_geometry{
 BENCHMARK_CAPTURE(BM_conv2d, depthwise_3x3_256_28x28,
                   kern::conv2d_geometry{1, 256, 28, 28, 256, 3, 3, 1, 1, 1, 1, 1, 1, 256})
     ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+
+}  // namespace tmod_bench_conv2d

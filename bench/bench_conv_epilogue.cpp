@@ -21,6 +21,8 @@
 #include <random>
 #include <vector>
 
+namespace tmod_bench_conv_epilogue {
+
 namespace {
 
 namespace kern = tracemod::kernels;
@@ -157,3 +159,5 @@ TRACEMOD_BENCH_CONV_BN(256, 14, 3);
 TRACEMOD_BENCH_CONV_BN(512, 7, 3);
 TRACEMOD_BENCH_CONV_BN(64, 56, 1);
 TRACEMOD_BENCH_CONV_BN(512, 7, 1);
+
+}  // namespace tmod_bench_conv_epilogue

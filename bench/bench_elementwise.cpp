@@ -12,6 +12,8 @@
 #include <random>
 #include <vector>
 
+namespace tmod_bench_elementwise {
+
 namespace {
 
 namespace k = tracemod::kernels;
@@ -92,3 +94,5 @@ void BM_add_channel_bias(benchmark::State& state) {
 BENCHMARK(BM_add_channel_bias)->Apply(tracemod::bench::over_threads);
 
 }  // namespace
+
+}  // namespace tmod_bench_elementwise

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+namespace tmod_bench_fused {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -99,3 +101,5 @@ BENCHMARK(BM_eager_binary<chain10>)->Name("BM_eager/chain10")
     ->Apply(tracemod::bench::over_threads);
 
 }  // namespace
+
+}  // namespace tmod_bench_fused

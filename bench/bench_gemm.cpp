@@ -10,6 +10,8 @@
 #include <random>
 #include <vector>
 
+namespace tmod_bench_gemm {
+
 namespace {
 
 namespace kern = tracemod::kernels;
@@ -60,3 +62,5 @@ BENCHMARK_CAPTURE(BM_gemm, odd_500x300x700, gemm_shape{false, false, 500, 300, 7
 // Batch-1 inference: a matrix-vector product, bound by reading the weights.
 BENCHMARK_CAPTURE(BM_gemm, linear_1x1000x512_bt, gemm_shape{false, true, 1, 1000, 512})
     ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.2);
+
+}  // namespace tmod_bench_gemm

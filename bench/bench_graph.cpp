@@ -16,6 +16,8 @@
 
 #include <algorithm>
 
+namespace tmod_bench_graph {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -101,3 +103,5 @@ void BM_resnet18_flat(benchmark::State& state) {
 BENCHMARK(BM_resnet18_flat)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 
 }  // namespace
+
+}  // namespace tmod_bench_graph

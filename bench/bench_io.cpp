@@ -20,6 +20,8 @@
 #include <iterator>
 #include <string>
 
+namespace tmod_bench_io {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -76,3 +78,5 @@ BENCHMARK(BM_io_load_resnet18_nocheck)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_io_load_bytes_resnet18)->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+}  // namespace tmod_bench_io

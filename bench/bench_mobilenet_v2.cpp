@@ -11,6 +11,8 @@
 
 #include <string>
 
+namespace tmod_bench_mobilenet_v2 {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -43,3 +45,5 @@ BENCHMARK(BM_mobilenet_v2_forward)
     ->MinTime(0.5);
 
 }  // namespace
+
+}  // namespace tmod_bench_mobilenet_v2

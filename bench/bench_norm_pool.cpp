@@ -24,6 +24,8 @@
 #include <time.h>
 #include <vector>
 
+namespace tmod_bench_norm_pool {
+
 namespace {
 
 namespace k = tracemod::kernels;
@@ -159,3 +161,5 @@ void BM_adaptive_avg_pool2d_1x512x7x7_to_1x1(benchmark::State& state) {
 BENCHMARK(BM_adaptive_avg_pool2d_1x512x7x7_to_1x1)->Apply(tracemod::bench::over_threads);
 
 }  // namespace
+
+}  // namespace tmod_bench_norm_pool

@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <vector>
 
+namespace tmod_bench_parallel {
+
 namespace {
 
 namespace k = tracemod::kernels;
@@ -120,3 +122,5 @@ BENCHMARK(BM_grain_gemm)->Apply([](auto* b) {
 });
 
 }  // namespace
+
+}  // namespace tmod_bench_parallel

@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_bench_passes {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -177,3 +179,5 @@ void BM_resnet18_optimized(benchmark::State& state) {
 BENCHMARK(BM_resnet18_optimized)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 
 }  // namespace
+
+}  // namespace tmod_bench_passes

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace tmod_bench_resnet {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -145,3 +147,5 @@ BENCHMARK(BM_resnet18_conv)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+}  // namespace tmod_bench_resnet

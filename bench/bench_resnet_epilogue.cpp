@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+namespace tmod_bench_resnet_epilogue {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -135,3 +137,5 @@ void BM_resnet18_conv_bias_activation(benchmark::State& state) {
 
 BENCHMARK(BM_resnet18_eager)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_resnet18_conv_bias_activation)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+
+}  // namespace tmod_bench_resnet_epilogue

@@ -30,6 +30,8 @@
 #include <optional>
 #include <vector>
 
+namespace tmod_bench_surgery {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -163,3 +165,5 @@ void BM_surgery_relu6_bar(benchmark::State& state) {
 BENCHMARK(BM_surgery_relu6_bar)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+}  // namespace tmod_bench_surgery

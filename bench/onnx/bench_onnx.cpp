@@ -16,6 +16,8 @@
 
 #include <filesystem>
 
+namespace tmod_bench_onnx {
+
 namespace {
 
 namespace tmod = tracemod;
@@ -64,3 +66,5 @@ BENCHMARK(BM_onnx_export_resnet18)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_onnx_import_resnet18)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_onnx_save_resnet18)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_onnx_load_resnet18)->Unit(benchmark::kMillisecond);
+
+}  // namespace tmod_bench_onnx

@@ -8,6 +8,8 @@
 
 #include <memory>
 
+namespace tmod_bench_torch_mobilenet_v2 {
+
 namespace {
 
 namespace side = tracemod::bench::torch_side;
@@ -30,3 +32,5 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+}  // namespace tmod_bench_torch_mobilenet_v2

@@ -6,6 +6,8 @@
 
 #include <memory>
 
+namespace tmod_bench_torch_resnet {
+
 namespace {
 
 namespace side = tracemod::bench::torch_side;
@@ -28,3 +30,5 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+}  // namespace tmod_bench_torch_resnet
