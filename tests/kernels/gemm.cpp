@@ -3,6 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include "thread_counts.hpp"
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -204,6 +207,67 @@ TEST_CASE("gemm: invalid sizes and leading dimensions throw value_error") {
                        doctest::Contains("ldc=3"), tracemod::value_error);
   CHECK_THROWS_AS(kern::gemm_reference(false, false, 2, 2, 3, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2),
                   tracemod::value_error);
+}
+
+TEST_CASE("gemm_blocked: op(B) packed once (gemm_packed_b) gives the bits of packing per block") {
+  namespace kd = tracemod::kernels::detail;
+  // k spans two k blocks of this machine's blocking with a short last one; n leaves a partial last
+  // NR panel and, with op(A) read in place, dot-product columns; m a partial row panel. Each case
+  // with a bias, an accumulated C, a residual and relu6, so every part of the epilogue is exercised.
+  const std::int64_t k = kd::gemm_blocking().kc + 37;
+  struct shape {
+    std::int64_t m, n;
+    bool a_in_place;
+  };
+  for (const shape sh : {shape{kd::gemm_mr + 3, 2 * kd::gemm_nr + 1, true}, shape{kd::gemm_mr + 3, 2 * kd::gemm_nr + 1, false},
+                         shape{3 * kd::gemm_mr, kd::gemm_blocking().nc + 5, false}, shape{2, 5, true},
+                         // enough panels for the column split at 2 and 3 threads (the tile split at 4)
+                         shape{5, 16 * kd::gemm_nr + 3, true}}) {
+    CAPTURE(sh.m);
+    CAPTURE(sh.n);
+    CAPTURE(sh.a_in_place);
+    std::mt19937 gen(static_cast<unsigned>(sh.m * 7 + sh.n));
+    stored_matrix a(sh.a_in_place ? sh.m : k, sh.a_in_place ? k : sh.m, 0, gen);  // op(A) = a or a^T
+    stored_matrix b(sh.n, k, 3, gen);                                             // op(B) = b^T: a transposing pack
+    stored_matrix c0(sh.m, sh.n, 0, gen), residual(sh.m, sh.n, 0, gen), bias(1, sh.m, 0, gen);
+    const kd::strided_matrix op_a = sh.a_in_place ? kd::strided_matrix{a.data(), k, 1} : kd::strided_matrix{a.data(), 1, sh.m};
+    const kd::strided_matrix op_b{b.data(), 1, b.ld};
+    kern::aligned_floats packed(static_cast<std::size_t>(kd::gemm_packed_b_size(k, sh.n)), sentinel);
+    kd::gemm_pack_b(op_b, 0, k, 0, sh.n, packed.data());
+    const auto run = [&](bool prepacked) {
+      std::vector<float> c(c0.storage.begin() + 1, c0.storage.end());
+      const kd::strided_output out{c.data(), sh.n, 1};
+      if (prepacked)
+        kd::gemm_blocked(sh.m, sh.n, k, 0.5f, op_a, kd::gemm_packed_b{packed.data()}, 2.0f, bias.data(), out,
+                         residual.data(), kern::activation::relu6);
+      else
+        kd::gemm_blocked(
+            sh.m, sh.n, k, 0.5f, op_a,
+            [&](float* dst, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t nc) {
+              kd::gemm_pack_b(op_b, k0, kc, j0, nc, dst);
+            },
+            2.0f, bias.data(), out, residual.data(), kern::activation::relu6);
+      return c;
+    };
+    const std::vector<float> per_block = run(false), once = run(true);
+    CHECK(thread_counts::same_bits(once, per_block));
+    thread_counts::check_bit_identical("gemm_blocked, op(B) packed once", [&] { return run(true); });
+    // Against the reference: relu6(0.5 A B + bias + 2 C + R).
+    std::vector<float> expected(c0.storage.begin() + 1, c0.storage.end());
+    kern::gemm_reference(!sh.a_in_place, true, sh.m, sh.n, k, 0.5f, a.data(), a.ld, b.data(), b.ld, 2.0f,
+                         expected.data(), sh.n);
+    for (std::int64_t i = 0; i < sh.m; ++i)
+      for (std::int64_t j = 0; j < sh.n; ++j) {
+        float& e = expected[static_cast<std::size_t>(i * sh.n + j)];
+        e = std::clamp(e + bias.data()[i] + residual.at(i, j), 0.0f, 6.0f);
+      }
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      if (std::abs(once[i] - expected[i]) > 1e-4f * static_cast<float>(k)) {
+        CAPTURE(i);
+        CHECK(once[i] == doctest::Approx(expected[i]));
+        break;
+      }
+  }
 }
 
 }  // namespace tmod_test_kernels_gemm

@@ -178,36 +178,16 @@ inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, 
 /// Y[pos] = V[pos]^T U[pos]^T (tiles x kp) for the 36 positions, with U from
 /// winograd_transform_filters. Tiles are the GEMM's rows and output channels its columns, so the
 /// register tiles are full-width whenever k is a multiple of NR, however few the tiles (16 at
-/// 256@14x14, batch 1), and the filters, the large operand, are read as packed. Each position is one
-/// task, its k blocks (those of gemm_blocked) summed in order: bit-identical at any thread count.
+/// 256@14x14, batch 1), and the filters, the large operand, are read as packed (gemm_packed_b).
+/// Each position is one task running a whole gemm_blocked (serially, nested): bit-identical at any
+/// thread count.
 inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles, std::int64_t tp, const float* u,
                               const float* v, float* y) {
-  const std::int64_t kp = winograd_channels_padded(k), kc_max = balanced_block(c, gemm_blocking().kc, 1);
-  const std::int64_t row_panels = (tiles + gemm_mr - 1) / gemm_mr, a_floats = row_panels * kc_max * gemm_mr;
-  const int chunks = parallel_chunk_count(0, winograd_positions, 1);
-  float* const a_buffers = scratch(scratch_slot::gemm_a_panel, static_cast<std::size_t>(chunks * a_floats));
-  parallel_for(0, winograd_positions, 1, [&](int chunk, std::int64_t lo, std::int64_t hi) {
-    float* const a_panels = a_buffers + chunk * a_floats;
-    for (std::int64_t pos = lo; pos < hi; ++pos) {
-      const strided_matrix vt{v + pos * c * tp, 1, tp};  // V[pos]^T: tiles x c
-      const float* const up = u + pos * kp * c;
-      float* const yp = y + pos * tiles * kp;
-      for (std::int64_t k0 = 0; k0 < c; k0 += kc_max) {
-        const std::int64_t kc = std::min(kc_max, c - k0);
-        const gemm_epilogue e{1.0f, k0 == 0 ? 0.0f : 1.0f, nullptr};  // later k blocks accumulate
-        // Every row panel packed first, so the filters (the large operand) stream past them once.
-        for (std::int64_t p = 0; p < row_panels; ++p)
-          gemm_pack_a(vt, p * gemm_mr, std::min(gemm_mr, tiles - p * gemm_mr), k0, kc, a_panels + p * kc * gemm_mr);
-        for (std::int64_t j0 = 0; j0 < kp; j0 += gemm_nr) {
-          const float* const b = up + j0 * c + k0 * gemm_nr;
-          for (std::int64_t p = 0; p < row_panels; ++p) {
-            const std::int64_t rows = std::min(gemm_mr, tiles - p * gemm_mr);
-            gemm_tile_update_for(rows, gemm_nr, true)(kc, a_panels + p * kc * gemm_mr, gemm_mr, b, gemm_nr, e,
-                                                      yp + p * gemm_mr * kp + j0, kp, 1);
-          }
-        }
-      }
-    }
+  const std::int64_t kp = winograd_channels_padded(k);
+  parallel_for(0, winograd_positions, 1, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t pos = lo; pos < hi; ++pos)
+      gemm_blocked(tiles, kp, c, 1.0f, strided_matrix{v + pos * c * tp, 1, tp}, gemm_packed_b{u + pos * kp * c}, 0.0f,
+                   nullptr, strided_output{y + pos * tiles * kp, kp, 1});
   });
 }
 

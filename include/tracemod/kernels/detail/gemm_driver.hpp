@@ -14,7 +14,9 @@
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstdint>
+#include <type_traits>
 
 namespace tracemod::kernels::detail {
 
@@ -73,13 +75,28 @@ struct gemm_column_block {
         tiled(nc_ - dot_columns), tiles((tiled + gemm_nr - 1) / gemm_nr), panels((nc_ + gemm_nr - 1) / gemm_nr) {}
 };
 
+/// op(B) (k x n) packed once for every later product, instead of by each call: gemm_pack_b(b, 0, k,
+/// 0, n, data), i.e. ceil(n / NR) panels of k x NR floats, panel p at data + p * NR * k, columns
+/// past n zero. Rows [k0, k0 + kc) of a panel are contiguous in it, so every k block of the driver
+/// reads its panels in place, whatever the blocking of the machine: the packed data does not depend
+/// on it. gemm_packed_b_size(k, n) floats, 64-byte aligned.
+struct gemm_packed_b {
+  const float* data;
+};
+
+inline std::int64_t gemm_packed_b_size(std::int64_t k, std::int64_t n) {
+  return (n + gemm_nr - 1) / gemm_nr * gemm_nr * k;
+}
+
 /// A block of op(B) as packed for rows [k0, k0 + kc): `b` holds the block's NR-wide panels from
-/// `first_panel` on, `columns` its dot columns' contiguous copies.
+/// `first_panel` on, `panel_stride` floats apart (NR * kc when packed per block, NR * k when packed
+/// once), `columns` its dot columns' contiguous copies.
 struct gemm_packed_block {
   const gemm_column_block& blk;
   std::int64_t k0, kc;
   const float* b;
   std::int64_t first_panel;
+  std::int64_t panel_stride;
   const float* columns;
 };
 
@@ -98,8 +115,10 @@ inline constexpr std::int64_t gemm_column_split_min_panels = 4;
 inline constexpr std::int64_t gemm_column_split_imbalance_tenths = 11;
 
 /// C = alpha * op(A) op(B) + bias + beta * C for m, n, k > 0, where op(A) is `a` (m x k), op(B) (k x n)
-/// is supplied already packed (pack_b(dst, k0, kc, j0, nc) writes what gemm_pack_b would), and the
-/// optional bias holds one value per row of C. The optional residual (laid out like C) is added and
+/// is either packed block by block as the driver goes (`b` a callable: b(dst, k0, kc, j0, nc) writes
+/// what gemm_pack_b would) or packed once beforehand (`b` a gemm_packed_b: no packing at all; the
+/// same bits as the callable packing the same matrix), and the optional bias holds one value per
+/// row of C. The optional residual (laid out like C) is added and
 /// `act` applied as each tile of the last k block is stored, while it is in registers (the
 /// convolution epilogue).
 ///
@@ -119,6 +138,7 @@ template <class PackB>
 inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const strided_matrix& a,
                          PackB&& pack_b, float beta, const float* bias, const strided_output& c,
                          const float* residual = nullptr, activation act = activation::none) {
+  constexpr bool prepacked = std::same_as<std::remove_cvref_t<PackB>, gemm_packed_b>;
   const gemm_blocking_t& blocking = gemm_blocking();
   const std::int64_t kc_max = balanced_block(k, blocking.kc, 1);
   const std::int64_t nc_max = balanced_block(n, blocking.nc, gemm_nr);
@@ -146,7 +166,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     if (t < blk.tiles) {
       const std::int64_t jp = t * gemm_nr, cols = std::min(gemm_nr, blk.tiled - jp);
       epilogue.residual = residual_at(blk.j0 + jp);
-      gemm_tile_update_for(rows, cols, !a_in_place)(kc, a_src, a.rs, pb.b + (t - pb.first_panel) * gemm_nr * kc, cols,
+      gemm_tile_update_for(rows, cols, !a_in_place)(kc, a_src, a.rs, pb.b + (t - pb.first_panel) * pb.panel_stride, cols,
                                                     epilogue, c.data + i0 * c.rs + (blk.j0 + jp) * c.cs, c.rs, c.cs);
       return;
     }
@@ -159,14 +179,18 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
         finish_run(y, rows, c.rs, residual_at(j), epilogue.act);
     }
   };
-  // Contiguous copies of the dot columns out of the packed panels (`b` from `first_panel` on).
-  const auto copy_dot_columns = [](const gemm_column_block& blk, std::int64_t kc, const float* b,
-                                   std::int64_t first_panel, float* columns) {
-    for (std::int64_t t = 0; t < blk.dot_columns; ++t) {
-      const std::int64_t j = blk.tiled + t;
-      const float* panel = b + (j / gemm_nr - first_panel) * gemm_nr * kc + j % gemm_nr;
-      for (std::int64_t p = 0; p < kc; ++p) columns[t * kc + p] = panel[p * gemm_nr];
+  // Contiguous copies of the dot columns out of the packed panels (the block's `columns`).
+  const auto copy_dot_columns = [](const gemm_packed_block& pb, float* columns) {
+    for (std::int64_t t = 0; t < pb.blk.dot_columns; ++t) {
+      const std::int64_t j = pb.blk.tiled + t;
+      const float* panel = pb.b + (j / gemm_nr - pb.first_panel) * pb.panel_stride + j % gemm_nr;
+      for (std::int64_t p = 0; p < pb.kc; ++p) columns[t * pb.kc + p] = panel[p * gemm_nr];
     }
+  };
+  // Block (j0, k0) of op(B) packed once: its panels in place, from panel `first` of the block on.
+  const auto packed_once = [&](std::int64_t j0, std::int64_t k0, std::int64_t first) {
+    if constexpr (prepacked) return pack_b.data + (j0 / gemm_nr + first) * gemm_nr * k + k0 * gemm_nr;
+    return static_cast<const float*>(nullptr);
   };
 
   // Column split: panels counted over all of n (every block but the last holds nc_max / NR).
@@ -178,9 +202,10 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
   const std::int64_t largest_share = (panels + split - 1) / split;
   if (a_in_place && split > 1 && panels >= gemm_column_split_min_panels * split &&
       largest_share * split * 10 <= panels * gemm_column_split_imbalance_tenths) {
-    float* const buffers = scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(split * kc_max * nc_max));
+    float* const buffers =
+        prepacked ? nullptr : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(split * kc_max * nc_max));
     parallel_for(0, panels, panel_grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
-      float* const b = buffers + chunk * kc_max * nc_max;
+      float* const b = prepacked ? nullptr : buffers + chunk * kc_max * nc_max;
       std::array<float, gemm_dot_columns * gemm_kc> columns;
       gemm_a_panel in_place{nullptr};
       for (std::int64_t q = lo; q < hi;) {
@@ -192,9 +217,10 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
         const bool dots = last == blk.panels && blk.dot_columns > 0;
         for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
           const std::int64_t kc = std::min(kc_max, k - k0);
-          pack_b(b, k0, kc, j0 + first_col, cols);
-          if (dots) copy_dot_columns(blk, kc, b, first, columns.data());
-          const gemm_packed_block pb{blk, k0, kc, b, first, columns.data()};
+          if constexpr (!prepacked) pack_b(b, k0, kc, j0 + first_col, cols);
+          const gemm_packed_block pb{blk,   k0, kc, prepacked ? packed_once(j0, k0, first) : b,
+                                     first, gemm_nr * (prepacked ? k : kc), columns.data()};
+          if (dots) copy_dot_columns(pb, columns.data());
           for (std::int64_t panel = 0; panel < row_panels; ++panel) {
             for (std::int64_t t = first; t < std::min(last, blk.tiles); ++t) run_item(pb, panel, t, in_place);
             if (dots) run_item(pb, panel, blk.tiles, in_place);
@@ -205,7 +231,8 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     return;
   }
 
-  float* const b_panels = scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(kc_max * nc_max));
+  float* const b_panels =
+      prepacked ? nullptr : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(kc_max * nc_max));
   for (std::int64_t j0 = 0; j0 < n; j0 += nc_max) {
     const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
     // Work items of a row panel: its tiles, then (if any) its dot-product columns.
@@ -213,20 +240,22 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
       const std::int64_t kc = std::min(kc_max, k - k0);
       // Packing a float (a copy, or an im2col gather) costs about as long as 32 flops of the tiles.
-      parallel_for(0, blk.panels, grain_in_items(grains().gemm_flops, 32 * kc * gemm_nr),
-                   [&](std::int64_t lo, std::int64_t hi) {
-                     const std::int64_t first = lo * gemm_nr, last = std::min(blk.nc, hi * gemm_nr);
-                     pack_b(b_panels + first * kc, k0, kc, j0 + first, last - first);
-                   });
+      if constexpr (!prepacked)
+        parallel_for(0, blk.panels, grain_in_items(grains().gemm_flops, 32 * kc * gemm_nr),
+                     [&](std::int64_t lo, std::int64_t hi) {
+                       const std::int64_t first = lo * gemm_nr, last = std::min(blk.nc, hi * gemm_nr);
+                       pack_b(b_panels + first * kc, k0, kc, j0 + first, last - first);
+                     });
       std::array<float, gemm_dot_columns * gemm_kc> columns;
-      copy_dot_columns(blk, kc, b_panels, 0, columns.data());
+      const gemm_packed_block pb{blk, k0, kc, prepacked ? packed_once(j0, k0, 0) : b_panels,
+                                 0,   gemm_nr * (prepacked ? k : kc), columns.data()};
+      copy_dot_columns(pb, columns.data());
       const std::int64_t items = row_panels * items_per_row;
       const std::int64_t grain = grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * kc);
       const int chunks = parallel_chunk_count(0, items, grain);
       float* const a_panels =
           a_in_place ? nullptr
                      : scratch(scratch_slot::gemm_a_panel, static_cast<std::size_t>(chunks * kc_max * gemm_mr));
-      const gemm_packed_block pb{blk, k0, kc, b_panels, 0, columns.data()};
       parallel_for(0, items, grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
         gemm_a_panel a_panel{a_in_place ? nullptr : a_panels + chunk * kc_max * gemm_mr};
         for (std::int64_t item = lo; item < hi; ++item)
