@@ -6,6 +6,7 @@
 
 #include <array>
 #include <atomic>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -103,20 +104,24 @@ inline void set_buffer_cache_capacity(std::size_t bytes) { detail::buffer_pool::
 
 /// Names data derived from a buffer's bytes: `kind`, a tag type standing for what is computed (one
 /// per kind of datum), and the integers it depends on besides the bytes (the shape it is derived
-/// for, say; at most max_params). Comparing two keys is a few integer compares.
+/// for, say; at most max_params). Comparing two keys is a few integer compares. A tag may name its
+/// datum for error messages (`static constexpr const char* name = "winograd filters";`); without
+/// one, messages show the compiler's name of the type.
 struct derived_key {
   static constexpr std::size_t max_params = 8;
 
   std::type_index kind;
+  const char* name;  ///< for messages only; not compared
   std::array<std::int64_t, max_params> params{};
   std::size_t count = 0;
 
   /// The key of datum Tag depending on `values` (value_error past max_params).
   template <class Tag, class Range>
   [[nodiscard]] static derived_key of(const Range& values) {
-    derived_key key{std::type_index(typeid(Tag))};
+    derived_key key{std::type_index(typeid(Tag)), name_of<Tag>()};
     for (const auto v : values) {
-      if (key.count == max_params) throw value_error("derived_key: more than 8 parameters");
+      if (key.count == max_params)
+        throw value_error(std::string("derived_key: ") + key.name + " depends on more than 8 parameters");
       key.params[key.count++] = static_cast<std::int64_t>(v);
     }
     return key;
@@ -126,7 +131,18 @@ struct derived_key {
     return of<Tag, std::initializer_list<std::int64_t>>(values);
   }
 
-  bool operator==(const derived_key&) const = default;
+  bool operator==(const derived_key& other) const noexcept {
+    return kind == other.kind && count == other.count && params == other.params;
+  }
+
+ private:
+  template <class Tag>
+  static const char* name_of() noexcept {
+    if constexpr (requires { { Tag::name } -> std::convertible_to<const char*>; })
+      return Tag::name;
+    else
+      return typeid(Tag).name();
+  }
 };
 
 class Storage {
@@ -163,8 +179,8 @@ class Storage {
   template <class T, class Make>
   [[nodiscard]] std::shared_ptr<const T> derived(const derived_key& key, Make&& make) const {
     if (!read_only())
-      throw value_error(std::string("Storage.derived: ") + key.kind.name() +
-                        " is derived from a buffer that may still change");
+      throw value_error(std::string("Storage.derived: ") + key.name +
+                        " would be derived from a buffer that may still change (make it read-only first)");
     const std::lock_guard lock(derived_mutex_);
     for (const auto& [k, v] : derived_)
       if (k == key) return std::static_pointer_cast<const T>(v);
