@@ -4,7 +4,7 @@
 #   cmake/tracemod.sh test   installs what is missing, builds and runs every test (g++, -march=native),
 #                            the kernel tests once more with clang for AVX2 + FMA, the demo and a
 #                            short benchmark run, then the tests under AddressSanitizer +
-#                            UndefinedBehaviorSanitizer, and the two libFuzzer targets for 60 s each;
+#                            UndefinedBehaviorSanitizer, and the two libFuzzer targets for 30 s each;
 #                            docs/build.md lists what each part costs
 #   cmake/tracemod.sh bench  builds and runs the benchmarks (extra arguments go to Google Benchmark)
 set -euo pipefail
@@ -106,8 +106,8 @@ case "${1:-}" in
       -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
     cmake --build build/sanitize -j "$jobs"
     ctest --test-dir build/sanitize -j "$jobs" --output-on-failure
-    step "libFuzzer, ASan + UBSan: fuzz_load and fuzz_npy, 60 s each (cmake/tracemod.sh fuzz [seconds] runs longer)"
-    run_fuzzers 60
+    step "libFuzzer, ASan + UBSan: fuzz_load and fuzz_npy, 30 s each (cmake/tracemod.sh fuzz [seconds] runs longer)"
+    run_fuzzers 30
     step "done"
     ;;
   bench)
