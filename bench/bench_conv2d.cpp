@@ -1,6 +1,7 @@
 // conv2d throughput (batch 1, resnet18 shapes) at 1 and 2 threads, against the FMA peak of the cores
 // used, measured in the same run.
 #include "machine_limits.hpp"
+#include "smoke.hpp"
 #include "threads.hpp"
 
 #include <tracemod/kernels/conv2d.hpp>
@@ -94,15 +95,15 @@ constexpr kern::conv2d_geometry resnet_3x3(std::int64_t channels, std::int64_t s
   BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_##C##_##S##x##S##_direct, resnet_3x3(C, S),                 \
                     kern::conv2d_algorithm::direct)                                                      \
       ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)                                                                    \
-      ->MinTime(0.3);                                                                                    \
+      ->MinTime(tracemod::bench::min_time(0.3));                                                                                    \
   BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_##C##_##S##x##S##_winograd, resnet_3x3(C, S),               \
                     kern::conv2d_algorithm::winograd)                                                    \
       ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)                                                                    \
-      ->MinTime(0.3);                                                                                    \
+      ->MinTime(tracemod::bench::min_time(0.3));                                                                                    \
   BENCHMARK_CAPTURE(BM_conv2d_winograd_prepacked, resnet18_3x3_##C##_##S##x##S##_winograd_prepacked,    \
                     resnet_3x3(C, S))                                                                    \
       ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)                                                                    \
-      ->MinTime(0.3)
+      ->MinTime(tracemod::bench::min_time(0.3))
 TRACEMOD_BENCH_RESNET_3X3(64, 56);
 TRACEMOD_BENCH_RESNET_3X3(128, 28);
 TRACEMOD_BENCH_RESNET_3X3(256, 14);
@@ -110,39 +111,39 @@ TRACEMOD_BENCH_RESNET_3X3(512, 7);
 // The batch-8 shapes: more tiles per filter transform.
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_direct,
                   kern::conv2d_geometry{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1}, kern::conv2d_algorithm::direct)
-    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_winograd,
                   kern::conv2d_geometry{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1}, kern::conv2d_algorithm::winograd)
-    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 // MobileNetV2's depthwise layers (batch 1): stride 2 reads de-interleaved rows, no gathers.
 BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s2_96_112x112, depthwise_3x3(96, 112, 2))
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s2_144_56x56, depthwise_3x3(144, 56, 2))
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s1_144_56x56, depthwise_3x3(144, 56, 1))
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s1_384_14x14, depthwise_3x3(384, 14, 1))
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s1_960_7x7, depthwise_3x3(960, 7, 1))
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
 // MobileNetV2's 1x1 convolutions at small spatial sizes (batch 1).
 BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_64_384_14x14, kern::conv2d_geometry{1, 64, 14, 14, 384, 1, 1})
-    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_384_64_14x14, kern::conv2d_geometry{1, 384, 14, 14, 64, 1, 1})
-    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_160_960_7x7, kern::conv2d_geometry{1, 160, 7, 7, 960, 1, 1})
-    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_960_160_7x7, kern::conv2d_geometry{1, 960, 7, 7, 160, 1, 1})
-    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_320_1280_7x7, kern::conv2d_geometry{1, 320, 7, 7, 1280, 1, 1})
-    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_stem_7x7s2_3_224x224,
                   kern::conv2d_geometry{1, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3})
-    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_1x1s2_64_128_56x56, kern::conv2d_geometry{1, 64, 56, 56, 128, 1, 1, 2, 2})
-    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv2d, depthwise_3x3_256_28x28,
                   kern::conv2d_geometry{1, 256, 28, 28, 256, 3, 3, 1, 1, 1, 1, 1, 1, 256})
-    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 
 }  // namespace tmod_bench_conv2d

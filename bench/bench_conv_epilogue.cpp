@@ -7,6 +7,8 @@
 // the module made before (conv, batch norm, relu); `module` is its forward now; `fold` and
 // `bn_pass` are its two strategies forced (batch norm folded into the weights on every call, or a
 // batch norm + relu pass over the conv's output), which place the switch between them.
+#include "smoke.hpp"
+
 #include <tracemod/core/factories.hpp>
 #include <tracemod/core/parallel.hpp>
 #include <tracemod/functional/elementwise.hpp>
@@ -116,11 +118,11 @@ constexpr kern::conv2d_geometry resnet_3x3(std::int64_t channels, std::int64_t s
   BENCHMARK_CAPTURE(BM_conv_epilogue, resnet18_3x3_##C##_##S##x##S##_add_relu_separate, resnet_3x3(C, S), false, \
                     true)                                                                                      \
       ->Unit(benchmark::kMicrosecond)                                                                          \
-      ->MinTime(0.3);                                                                                          \
+      ->MinTime(tracemod::bench::min_time(0.3));                                                                                          \
   BENCHMARK_CAPTURE(BM_conv_epilogue, resnet18_3x3_##C##_##S##x##S##_add_relu_fused, resnet_3x3(C, S), true,    \
                     true)                                                                                      \
       ->Unit(benchmark::kMicrosecond)                                                                          \
-      ->MinTime(0.3)
+      ->MinTime(tracemod::bench::min_time(0.3))
 TRACEMOD_BENCH_EPILOGUE(64, 56);
 TRACEMOD_BENCH_EPILOGUE(128, 28);
 TRACEMOD_BENCH_EPILOGUE(256, 14);
@@ -128,31 +130,31 @@ TRACEMOD_BENCH_EPILOGUE(512, 7);
 // The stem (7x7 stride 2) and the first conv of a block: conv + bias + relu, no residual.
 BENCHMARK_CAPTURE(BM_conv_epilogue, resnet18_stem_relu_separate, kern::conv2d_geometry{1, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3},
                   false, false)
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv_epilogue, resnet18_stem_relu_fused, kern::conv2d_geometry{1, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3},
                   true, false)
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv_epilogue, resnet18_3x3s2_64_128_56x56_relu_separate,
                   kern::conv2d_geometry{1, 64, 56, 56, 128, 3, 3, 2, 2, 1, 1}, false, false)
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_conv_epilogue, resnet18_3x3s2_64_128_56x56_relu_fused,
                   kern::conv2d_geometry{1, 64, 56, 56, 128, 3, 3, 2, 2, 1, 1}, true, false)
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
 
 // ConvBnRelu2d (eval) on ResNet-18's 3x3 layers and 1x1 convs of the same widths.
 #define TRACEMOD_BENCH_CONV_BN(C, S, K)                                                                              \
   BENCHMARK_CAPTURE(BM_conv_bn_relu, convbnrelu_##K##x##K##_##C##_##S##x##S##_separate, C, S, K, conv_bn_mode::separate) \
       ->Unit(benchmark::kMicrosecond)                                                                                \
-      ->MinTime(0.3);                                                                                                \
+      ->MinTime(tracemod::bench::min_time(0.3));                                                                                                \
   BENCHMARK_CAPTURE(BM_conv_bn_relu, convbnrelu_##K##x##K##_##C##_##S##x##S##_module, C, S, K, conv_bn_mode::module)     \
       ->Unit(benchmark::kMicrosecond)                                                                                \
-      ->MinTime(0.3);                                                                                                \
+      ->MinTime(tracemod::bench::min_time(0.3));                                                                                                \
   BENCHMARK_CAPTURE(BM_conv_bn_relu, convbnrelu_##K##x##K##_##C##_##S##x##S##_fold, C, S, K, conv_bn_mode::fold)         \
       ->Unit(benchmark::kMicrosecond)                                                                                \
-      ->MinTime(0.3);                                                                                                \
+      ->MinTime(tracemod::bench::min_time(0.3));                                                                                                \
   BENCHMARK_CAPTURE(BM_conv_bn_relu, convbnrelu_##K##x##K##_##C##_##S##x##S##_bn_pass, C, S, K, conv_bn_mode::bn_pass)   \
       ->Unit(benchmark::kMicrosecond)                                                                                \
-      ->MinTime(0.3)
+      ->MinTime(tracemod::bench::min_time(0.3))
 TRACEMOD_BENCH_CONV_BN(64, 56, 3);
 TRACEMOD_BENCH_CONV_BN(128, 28, 3);
 TRACEMOD_BENCH_CONV_BN(256, 14, 3);

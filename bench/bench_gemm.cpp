@@ -1,5 +1,6 @@
 // GEMM throughput at 1 and 2 threads, against the FMA peak of the cores used, measured in the same run.
 #include "machine_limits.hpp"
+#include "smoke.hpp"
 #include "threads.hpp"
 
 #include <tracemod/kernels/gemm.hpp>
@@ -47,20 +48,20 @@ void BM_gemm(benchmark::State& state, gemm_shape s) {
 }  // namespace
 
 BENCHMARK_CAPTURE(BM_gemm, square_512, gemm_shape{false, false, 512, 512, 512})
-    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 // nn.Linear: batch 64 times weights [1000, 512], used transposed.
 BENCHMARK_CAPTURE(BM_gemm, linear_64x1000x512_bt, gemm_shape{false, true, 64, 1000, 512})
-    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.3);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 BENCHMARK_CAPTURE(BM_gemm, square_512_at, gemm_shape{true, false, 512, 512, 512})
-    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.2);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.2));
 BENCHMARK_CAPTURE(BM_gemm, square_512_bt, gemm_shape{false, true, 512, 512, 512})
-    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.2);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.2));
 BENCHMARK_CAPTURE(BM_gemm, square_1024, gemm_shape{false, false, 1024, 1024, 1024})
-    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.2);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.2));
 BENCHMARK_CAPTURE(BM_gemm, odd_500x300x700, gemm_shape{false, false, 500, 300, 700})
-    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(0.2);
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.2));
 // Batch-1 inference: a matrix-vector product, bound by reading the weights.
 BENCHMARK_CAPTURE(BM_gemm, linear_1x1000x512_bt, gemm_shape{false, true, 1, 1000, 512})
-    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(0.2);
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.2));
 
 }  // namespace tmod_bench_gemm

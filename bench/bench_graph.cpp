@@ -7,6 +7,8 @@
 //   BM_resnet18_eager/_traced/_flat batch 1, 224x224, eval: eager, TracedModule, flattened
 //                                   (counters: peak_live_MB of the flattened graph's interpreter,
 //                                   largest_activation_MB, weights_MB)
+#include "smoke.hpp"
+
 #include <models/resnet.hpp>
 
 #include <tracemod/core/factories.hpp>
@@ -54,7 +56,7 @@ void BM_trace_module_resnet18(benchmark::State& state) {
     benchmark::DoNotOptimize(&t);
   }
 }
-BENCHMARK(BM_trace_module_resnet18)->Unit(benchmark::kMicrosecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_trace_module_resnet18)->Unit(benchmark::kMicrosecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 void BM_tiny_exprs_eager(benchmark::State& state) {
   TinyChain m;
@@ -63,7 +65,7 @@ void BM_tiny_exprs_eager(benchmark::State& state) {
   state.counters["per_expr"] =
       benchmark::Counter(tiny_count, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_tiny_exprs_eager)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_tiny_exprs_eager)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 void BM_tiny_exprs_traced(benchmark::State& state) {
   TinyChain m;
@@ -73,19 +75,19 @@ void BM_tiny_exprs_traced(benchmark::State& state) {
   state.counters["per_expr"] =
       benchmark::Counter(tiny_count, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_tiny_exprs_traced)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_tiny_exprs_traced)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 void BM_resnet18_eager(benchmark::State& state) {
   resnet_fixture& f = fixture();
   for (auto _ : state) benchmark::DoNotOptimize(f.net(f.x));
 }
-BENCHMARK(BM_resnet18_eager)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_resnet18_eager)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 void BM_resnet18_traced(benchmark::State& state) {
   resnet_fixture& f = fixture();
   for (auto _ : state) benchmark::DoNotOptimize(f.traced(f.x));
 }
-BENCHMARK(BM_resnet18_traced)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_resnet18_traced)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 void BM_resnet18_flat(benchmark::State& state) {
   resnet_fixture& f = fixture();
@@ -100,7 +102,7 @@ void BM_resnet18_flat(benchmark::State& state) {
   state.counters["largest_activation_MB"] = static_cast<double>(largest) / 1e6;
   state.counters["weights_MB"] = static_cast<double>(weights) / 1e6;
 }
-BENCHMARK(BM_resnet18_flat)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_resnet18_flat)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 }  // namespace
 

@@ -1,6 +1,8 @@
 // Full-width MobileNetV2 (torchvision's structure, random weights), 3x224x224, eval mode: batch 1
 // and 8, at 1 and 2 threads (tmod::set_num_threads; a build without OpenMP runs one thread
 // whatever is asked, and says so in the label).
+#include "smoke.hpp"
+
 #include <machine_limits.hpp>
 #include <models/mobilenet_v2.hpp>
 
@@ -42,7 +44,7 @@ BENCHMARK(BM_mobilenet_v2_forward)
     ->ArgsProduct({{1, 8}, {1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
-    ->MinTime(0.5);
+    ->MinTime(tracemod::bench::min_time(0.5));
 
 }  // namespace
 

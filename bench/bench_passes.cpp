@@ -15,6 +15,7 @@
 //                                   the module benchmarks report GFLOP/s and of_peak, counting the
 //                                   direct convolutions' and fc's multiply-adds as 2 flops each
 #include "machine_limits.hpp"
+#include "smoke.hpp"
 
 #include <models/resnet.hpp>
 
@@ -135,13 +136,13 @@ void BM_optimize_resnet18(benchmark::State& state) {
   passes_fixture& f = fixture();
   for (auto _ : state) benchmark::DoNotOptimize(tmod::optimize(f.traced, resnet_passes));
 }
-BENCHMARK(BM_optimize_resnet18)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_optimize_resnet18)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 void BM_optimize_resnet18_megengine_passes(benchmark::State& state) {
   passes_fixture& f = fixture();
   for (auto _ : state) benchmark::DoNotOptimize(tmod::optimize(f.traced, megengine_passes));
 }
-BENCHMARK(BM_optimize_resnet18_megengine_passes)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_optimize_resnet18_megengine_passes)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 void BM_resnet18_unoptimized(benchmark::State& state) {
   passes_fixture& f = fixture();
@@ -149,7 +150,7 @@ void BM_resnet18_unoptimized(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(f.traced(f.x));
   tmod::bench::report_flops(state, conv_linear_flops(f.traced));
 }
-BENCHMARK(BM_resnet18_unoptimized)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_resnet18_unoptimized)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 void BM_resnet18_megengine_passes(benchmark::State& state) {
   passes_fixture& f = fixture();
@@ -157,7 +158,7 @@ void BM_resnet18_megengine_passes(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(f.megengine(f.x));
   tmod::bench::report_flops(state, conv_linear_flops(f.megengine));
 }
-BENCHMARK(BM_resnet18_megengine_passes)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_resnet18_megengine_passes)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 void run_kernels(benchmark::State& state, const std::vector<std::function<tmod::Tensor()>>& kernels) {
   tmod::set_num_threads(1);
@@ -166,9 +167,9 @@ void run_kernels(benchmark::State& state, const std::vector<std::function<tmod::
   state.counters["calls"] = static_cast<double>(kernels.size());
 }
 void BM_resnet18_unoptimized_kernels(benchmark::State& state) { run_kernels(state, fixture().traced_kernels); }
-BENCHMARK(BM_resnet18_unoptimized_kernels)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_resnet18_unoptimized_kernels)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 void BM_resnet18_optimized_kernels(benchmark::State& state) { run_kernels(state, fixture().kernels); }
-BENCHMARK(BM_resnet18_optimized_kernels)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_resnet18_optimized_kernels)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 void BM_resnet18_optimized(benchmark::State& state) {
   passes_fixture& f = fixture();
@@ -176,7 +177,7 @@ void BM_resnet18_optimized(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(f.optimized(f.x));
   tmod::bench::report_flops(state, conv_linear_flops(f.optimized));
 }
-BENCHMARK(BM_resnet18_optimized)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_resnet18_optimized)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 }  // namespace
 

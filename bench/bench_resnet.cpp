@@ -6,6 +6,8 @@
 //   BM_resnet18_forward/batch/threads  net(x) (counter images_per_s)
 //   BM_resnet18_conv_linear_sum        every conv/linear call of one forward, back to back
 //   BM_resnet18_conv/<i>/threads       one distinct conv shape (counter: occurrences per forward)
+#include "smoke.hpp"
+
 #include <machine_limits.hpp>
 #include <threads.hpp>
 #include <models/resnet.hpp>
@@ -100,7 +102,7 @@ BENCHMARK(BM_resnet18_forward)
     ->ArgsProduct({{1, 8}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
-    ->Repetitions(5)
+    ->Repetitions(tracemod::bench::repetitions(5))
     ->ReportAggregatesOnly(true);
 
 void BM_resnet18_conv_linear_sum(benchmark::State& state) {
@@ -125,7 +127,7 @@ void BM_resnet18_conv_linear_sum(benchmark::State& state) {
 BENCHMARK(BM_resnet18_conv_linear_sum)
     ->Apply(tracemod::bench::over_threads)
     ->Unit(benchmark::kMillisecond)
-    ->Repetitions(5)
+    ->Repetitions(tracemod::bench::repetitions(5))
     ->ReportAggregatesOnly(true);
 
 void BM_resnet18_conv(benchmark::State& state) {

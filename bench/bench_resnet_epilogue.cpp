@@ -3,6 +3,8 @@
 // its weight and bias once (what FuseConvBn followed by FuseConvEpilogue would produce), so every
 // conv + bn (+ residual add) + relu is one kernel call. The hand-built forward is checked against
 // the module (1e-4 relative) before timing.
+#include "smoke.hpp"
+
 #include <models/resnet.hpp>
 
 #include <tracemod/core/factories.hpp>
@@ -135,7 +137,7 @@ void BM_resnet18_conv_bias_activation(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_resnet18_eager)->Unit(benchmark::kMillisecond)->MinTime(1.0);
-BENCHMARK(BM_resnet18_conv_bias_activation)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_resnet18_eager)->Unit(benchmark::kMillisecond)->MinTime(tracemod::bench::min_time(1.0));
+BENCHMARK(BM_resnet18_conv_bias_activation)->Unit(benchmark::kMillisecond)->MinTime(tracemod::bench::min_time(1.0));
 
 }  // namespace tmod_bench_resnet_epilogue
