@@ -190,7 +190,9 @@ struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
   }
 
   /// The kind of a read-only weight's derived data (Tensor::derived): its Winograd filters.
-  struct winograd_filters_tag {};
+  struct winograd_filters_tag {
+    static constexpr const char* name = "Winograd filters";
+  };
 
   /// A read-only weight (one FuseConvEpilogue made so: it cannot change) keeps its Winograd filters,
   /// transformed on the first call, when the kernel would run Winograd with them; null otherwise.

@@ -181,9 +181,10 @@ inline void conv2d_pointwise(const conv2d_geometry& g, const float* input, const
 inline void set_conv2d_algorithm(conv2d_algorithm a) noexcept { detail::conv2d_algorithm_setting().store(a); }
 inline conv2d_algorithm get_conv2d_algorithm() noexcept { return detail::conv2d_algorithm_setting().load(); }
 
-/// Winograd filters of a convolution g (detail::winograd_filters_size(k, c) floats) from its 3x3 weight [k, c, 3, 3], for
-/// conv2d_winograd: transformed once, they serve every later call (batch-1 inference of deep layers,
-/// where transforming on each call costs about as much as the convolution itself).
+/// Winograd filters of a convolution g (detail::winograd_filters_size(k, c) floats) from its 3x3
+/// weight [k, c, 3, 3], for conv2d_winograd: transformed once, they serve every later call (batch-1
+/// inference of deep layers, where transforming on each call costs about as much as the
+/// convolution itself).
 inline aligned_floats conv2d_winograd_filters(const conv2d_geometry& g, const float* weight) {
   validate(g, "conv2d_winograd_filters");
   if (!detail::winograd_supports(g))
@@ -220,10 +221,11 @@ inline void conv2d_winograd(const conv2d_geometry& g, const float* input, const 
 /// out [n, k, out_h, out_w] = act(input [n, c, h, w] (*) weight [k, c / groups, r, s] + bias [k] +
 /// residual [n, k, out_h, out_w]) with bias, residual and activation from `e` (each optional),
 /// applied per output tile as it is stored (MegEngine's conv_bias_activation): the one entry point
-/// of every convolution, conv2d included. The residual may not alias out. 3x3 stride-1 convolutions with enough tiles run Winograd F(4x4, 3x3); one input channel
-/// per group (depthwise) runs a direct loop; unpadded stride-1 1x1 convolutions are one GEMM per
-/// image on the input as it lies; everything else is a GEMM per image and group, weight rows times im2col columns packed
-/// straight from the padded input.
+/// of every convolution, conv2d included. The residual may not alias out. 3x3 stride-1
+/// convolutions with enough tiles run Winograd F(4x4, 3x3); one input channel per group
+/// (depthwise) runs a direct loop; unpadded stride-1 1x1 convolutions are one GEMM per image on
+/// the input as it lies; everything else is a GEMM per image and group, weight rows times im2col
+/// columns packed straight from the padded input.
 inline void conv2d_bias_activation(const conv2d_geometry& g, const float* input, const float* weight,
                                    const conv2d_epilogue& e, float* out,
                                    conv2d_algorithm algorithm = conv2d_algorithm::automatic) {
