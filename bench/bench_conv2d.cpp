@@ -115,17 +115,22 @@ BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_direct,
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_winograd,
                   kern::conv2d_geometry{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1}, kern::conv2d_algorithm::winograd)
     ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
-// MobileNetV2's depthwise layers (batch 1): stride 2 reads de-interleaved rows, no gathers.
-BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s2_96_112x112, depthwise_3x3(96, 112, 2))
-    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
-BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s2_144_56x56, depthwise_3x3(144, 56, 2))
-    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
-BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s1_144_56x56, depthwise_3x3(144, 56, 1))
-    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
-BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s1_384_14x14, depthwise_3x3(384, 14, 1))
-    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
-BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s1_960_7x7, depthwise_3x3(960, 7, 1))
-    ->Unit(benchmark::kMicrosecond)->MinTime(tracemod::bench::min_time(0.3));
+// MobileNetV2's depthwise layers (batch 1), every distinct shape: stride 2 reads de-interleaved
+// rows, no gathers; stride-1 planes up to 28x28 run flat.
+#define TRACEMOD_BENCH_DEPTHWISE(C, S, STRIDE)                                                                     \
+  BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s##STRIDE##_##C##_##S##x##S, depthwise_3x3(C, S, STRIDE)) \
+      ->Unit(benchmark::kMicrosecond)                                                                              \
+      ->MinTime(tracemod::bench::min_time(0.3))
+TRACEMOD_BENCH_DEPTHWISE(32, 112, 1);
+TRACEMOD_BENCH_DEPTHWISE(96, 112, 2);
+TRACEMOD_BENCH_DEPTHWISE(144, 56, 1);
+TRACEMOD_BENCH_DEPTHWISE(144, 56, 2);
+TRACEMOD_BENCH_DEPTHWISE(192, 28, 1);
+TRACEMOD_BENCH_DEPTHWISE(192, 28, 2);
+TRACEMOD_BENCH_DEPTHWISE(384, 14, 1);
+TRACEMOD_BENCH_DEPTHWISE(576, 14, 1);
+TRACEMOD_BENCH_DEPTHWISE(576, 14, 2);
+TRACEMOD_BENCH_DEPTHWISE(960, 7, 1);
 // MobileNetV2's 1x1 convolutions at small spatial sizes (batch 1).
 BENCHMARK_CAPTURE(BM_conv2d, mobilenet_1x1_64_384_14x14, kern::conv2d_geometry{1, 64, 14, 14, 384, 1, 1})
     ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));

@@ -216,6 +216,40 @@ TEST_CASE("conv2d: depthwise at strides 1 to 4 and with dilation reads only the 
       }
 }
 
+// Small stride-1 planes whose output is as wide as the input run flat (one vector run over the
+// whole plane, taps that cross an edge reading a copy with the wrapped-into columns zeroed);
+// stride 2, narrower outputs and odd shapes around them run the de-interleaved rows.
+TEST_CASE("conv2d: depthwise on small planes (7x7, 14x14), flat and de-interleaved") {
+  const auto depthwise = [](std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k, std::int64_t stride,
+                            std::int64_t pad, std::int64_t dil) {
+    auto g = geometry(2, c, h, w, c, k, k);
+    g.groups = c;
+    g.stride_h = g.stride_w = stride;
+    g.pad_h = g.pad_w = pad;
+    g.dil_h = g.dil_w = dil;
+    return g;
+  };
+  for (std::int64_t size : {7, 14})
+    for (std::int64_t stride : {1, 2}) {
+      check_conv(depthwise(5, size, size, 3, stride, 1, 1), true);   // MobileNetV2's
+      check_conv(depthwise(3, size, size, 3, stride, 2, 2), true);   // dilated, same width
+      check_conv(depthwise(3, size, size, 5, stride, 2, 1), false);  // 5x5
+      check_conv(depthwise(3, size, size, 3, stride, 0, 1), true);   // narrower output
+      check_conv(depthwise(3, size, size, 3, stride, 2, 1), true);   // wider output
+    }
+  check_conv(depthwise(4, 5, 9, 3, 1, 1, 1), true);   // odd width, short plane
+  check_conv(depthwise(4, 9, 5, 3, 1, 1, 1), true);   // odd width, tall plane
+  check_conv(depthwise(4, 3, 3, 3, 1, 1, 1), true);   // smaller than a vector (AVX2 and up)
+  check_conv(depthwise(4, 11, 13, 3, 2, 1, 1), true);
+  auto rectangular = depthwise(4, 7, 9, 3, 1, 1, 1);  // different padding and dilation per axis
+  rectangular.pad_h = 2;
+  rectangular.dil_h = 2;
+  check_conv(rectangular, true);
+  auto multiplier = depthwise(3, 7, 7, 3, 1, 1, 1);  // three filters per channel share a copy
+  multiplier.k = 9;
+  check_conv(multiplier, true);
+}
+
 // Winograd F(4x4, 3x3) against the float32 reference: tile edges (outputs not a multiple of 4),
 // padding 0 to 2, batches, channel counts across GEMM blocks and vectors. Its transforms add
 // rounding; measured worst case over these shapes is below 2e-6 of the absolute-product sum.
@@ -302,8 +336,11 @@ TEST_CASE("conv2d: Winograd, depthwise and 1x1 results are bit-identical at 1 to
   depthwise.stride_h = depthwise.stride_w = 2;
   depthwise.pad_h = depthwise.pad_w = 1;
   auto pointwise = geometry(2, 40, 7, 7, 56, 1, 1);
+  auto depthwise_flat = geometry(3, 16, 7, 7, 16, 3, 3);
+  depthwise_flat.groups = 16;
+  depthwise_flat.pad_h = depthwise_flat.pad_w = 1;
   const int threads_before = tracemod::get_num_threads();
-  for (const auto& g : {winograd, depthwise, pointwise}) {
+  for (const auto& g : {winograd, depthwise, pointwise, depthwise_flat}) {
     CAPTURE(describe(g));
     std::mt19937 gen(11);
     const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);

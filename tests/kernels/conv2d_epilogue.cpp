@@ -44,6 +44,13 @@ std::vector<epilogue_case> cases() {
   depthwise.pad_h = depthwise.pad_w = 1;
   kern::conv2d_geometry depthwise_strided = depthwise;
   depthwise_strided.stride_h = depthwise_strided.stride_w = 2;
+  kern::conv2d_geometry depthwise_7x7{2, 6, 7, 7, 6, 3, 3};  // runs flat
+  depthwise_7x7.groups = 6;
+  depthwise_7x7.pad_h = depthwise_7x7.pad_w = 1;
+  kern::conv2d_geometry depthwise_14x14_dilated{1, 5, 14, 14, 5, 3, 3};  // flat, 13 vectors of AVX-512
+  depthwise_14x14_dilated.groups = 5;
+  depthwise_14x14_dilated.pad_h = depthwise_14x14_dilated.pad_w = 2;
+  depthwise_14x14_dilated.dil_h = depthwise_14x14_dilated.dil_w = 2;
   kern::conv2d_geometry winograd{2, 5, 13, 10, 7, 3, 3};
   winograd.pad_h = winograd.pad_w = 1;
   // 9 tiles (a partial row panel), 520 input channels (two k blocks), 40 output channels (a partial
@@ -55,7 +62,8 @@ std::vector<epilogue_case> cases() {
   return {{"im2col strided", strided},       {"im2col k blocks", deep},
           {"im2col dot columns", seven},     {"1x1 direct", wide_1x1},
           {"1x1 transposed", narrow_1x1},    {"depthwise", depthwise},
-          {"depthwise strided", depthwise_strided}, {"winograd", winograd, algo::winograd},
+          {"depthwise strided", depthwise_strided}, {"depthwise 7x7", depthwise_7x7},
+          {"depthwise 14x14 dilated", depthwise_14x14_dilated}, {"winograd", winograd, algo::winograd},
           {"grouped", grouped},              {"winograd automatic", winograd, algo::automatic},
           {"winograd k blocks", winograd_deep, algo::winograd}};
 }
