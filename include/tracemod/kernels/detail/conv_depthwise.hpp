@@ -7,13 +7,15 @@
 // ox + sx * dil_w / stride_w of phase sx * dil_w % stride_w, so every read is a unit-stride vector
 // load, whatever the stride.
 //
-// Small stride-1 planes whose output is as wide as the input ("same" padding: MobileNetV2's 14x14
-// and 7x7) are instead computed flat: output pixel o = oy * w + ox reads tap (ry, sx) at flat
-// offset o + (ry * dil_h - pad_h) * w + sx * dil_w - pad_w of the unpadded plane, so the vectors run
-// over the whole plane, not row by row (a 7x7 plane is four 16-float vectors, not seven), and the
-// output is stored as it lies. A tap that crosses the left or right edge wraps into the row above or
-// below: it reads a copy of the plane whose wrapped-into columns are zero, one copy per distinct
-// column shift (three for a 3x3 filter), with zero rows above and below.
+// Small planes (copies within max_floats: MobileNetV2's 28x28 and smaller, at stride 1 and 2) are
+// instead computed flat: output pixel o = oy * out_w + ox, so the vectors run over the whole output
+// plane, not row by row (a 7x7 output is four 16-float vectors, not seven), and are stored as they
+// lie. Each tap then reads one copy at a fixed offset from o: at stride 1 with "same" padding the
+// plane itself at offset (ry * dil_h - pad_h) * w + sx * dil_w - pad_w; at stride 2 the input rows
+// and columns of the tap's phase, at the output's pitch (see conv_flat_planes). A tap that crosses
+// the left or right edge wraps into the row above or below: it reads a copy whose wrapped-into
+// columns are zero, one copy per distinct phase and column shift (three for a 3x3 filter at stride
+// 1, six at stride 2), with zero rows above and below.
 //
 // Either layout is set up once per run of planes (conv_depthwise_kernel): its padding is zeroed
 // once, and each plane only writes its data into it.
@@ -91,85 +93,164 @@ inline void conv_deinterleave_plane(const conv_plane_window& g, const conv_phase
   }
 }
 
-/// The flat layout of a small stride-1 plane (see the top of this file): copy j holds the plane
-/// with the columns that column shift shifts[j] wraps into zeroed, between `front` and `back` zeros.
+/// The flat layout of a small plane (see the top of this file). Tap (ry, sx) of output pixel
+/// o = oy * out_w + ox reads input row stride_h * (oy + dy) + a, column stride_w * (ox + dx) + b,
+/// where ry * dil_h - pad_h = stride_h * dy + a and sx * dil_w - pad_w = stride_w * dx + b
+/// (0 <= a < stride_h, 0 <= b < stride_w). Copy (a, b, dx) holds x[stride_h * i + a][stride_w * j + b]
+/// at i * out_w + j, zero past the input and in the columns that shift dx wraps into, between
+/// `front` and `back` zeros: the tap reads it at o + dy * out_w + dx.
 struct conv_flat_planes {
-  std::int64_t plane = 0, vectors = 0, front = 0, region = 0;
-  std::vector<std::int64_t> shifts;
+  struct copy_key {
+    std::int64_t a, b, dx;
+    bool operator==(const copy_key&) const = default;
+  };
+  std::int64_t rows = 0;         // data rows of a copy: ceil(h / stride_h)
+  std::int64_t phase_pitch = 0;  // columns of a column phase of the input: ceil(w / stride_w)
+  std::int64_t row_vectors = 0;  // vectors per output row when copying row by row
+  std::int64_t vectors = 0, front = 0, region = 0;
+  bool contiguous = false;  // stride 1, out_w == w: each copy is the whole plane, masked
+  std::vector<copy_key> copies;
 
-  /// Largest copies * plane that runs flat: the copies stay in L1 while the plane is computed.
-  static constexpr std::int64_t max_floats = 6144;
-
-  /// Whether the plane runs flat: stride 1, the output as wide as the input, at least a vector.
-  static bool fits(const conv_plane_window& g) {
-    if (g.stride_h != 1 || g.stride_w != 1 || g.out_w != g.w || g.h * g.w < static_cast<std::int64_t>(simd_width))
-      return false;
-    return g.s * g.h * g.w <= max_floats;  // out_w == w: the s column shifts are distinct
-  }
+  /// Largest copies * rows * out_w that runs flat: the copies stay in L1 while the plane is computed.
+  static constexpr std::int64_t max_floats = 3072;
 
   conv_flat_planes() = default;
-  explicit conv_flat_planes(const conv_plane_window& g) : plane(g.h * g.w) {
-    constexpr auto width = static_cast<std::int64_t>(simd_width);
-    vectors = (g.out_h * g.w + width - 1) / width;
-    for (std::int64_t sx = 0; sx < g.s; ++sx)
-      if (std::find(shifts.begin(), shifts.end(), shift(g, sx)) == shifts.end()) shifts.push_back(shift(g, sx));
+  explicit conv_flat_planes(const conv_plane_window& g)
+      : rows((g.h + g.stride_h - 1) / g.stride_h),
+        phase_pitch((g.w + g.stride_w - 1) / g.stride_w),
+        row_vectors((g.out_w + width() - 1) / width()),
+        vectors((g.out_h * g.out_w + width() - 1) / width()),
+        contiguous(g.stride_h == 1 && g.stride_w == 1 && g.out_w == g.w && g.h * g.w >= width()) {
     std::int64_t lowest = 0, highest = 0;
     for (std::int64_t ry = 0; ry < g.r; ++ry)
       for (std::int64_t sx = 0; sx < g.s; ++sx) {
-        const std::int64_t offset = (ry * g.dil_h - g.pad_h) * g.w + shift(g, sx);
+        const copy_key k = key(g, ry, sx);
+        if (std::find(copies.begin(), copies.end(), k) == copies.end()) copies.push_back(k);
+        const std::int64_t offset = row_shift(g, ry) * g.out_w + k.dx;
         lowest = std::min(lowest, offset);
         highest = std::max(highest, offset);
       }
     front = -lowest;
-    // The last vector's lanes past the plane are computed (and not stored): they read up to here.
-    const std::int64_t back = std::max<std::int64_t>(0, vectors * width + highest - plane);
-    region = front + plane + back;
+    // The last vector's lanes past the plane are computed (not stored) and read up to
+    // vectors * width + highest; copying by rows stores up to a vector past the last row.
+    const std::int64_t data = rows * g.out_w;
+    region = front + data + std::max(width(), vectors * width() + highest - data);
   }
 
-  [[nodiscard]] static std::int64_t shift(const conv_plane_window& g, std::int64_t sx) {
-    return sx * g.dil_w - g.pad_w;
+  static constexpr std::int64_t width() { return static_cast<std::int64_t>(simd_width); }
+  static std::int64_t floor_div(std::int64_t n, std::int64_t d) { return n >= 0 ? n / d : -((d - 1 - n) / d); }
+  static std::int64_t row_shift(const conv_plane_window& g, std::int64_t ry) {
+    return floor_div(ry * g.dil_h - g.pad_h, g.stride_h);
   }
-  [[nodiscard]] std::int64_t copy_of(std::int64_t d) const {
-    return std::find(shifts.begin(), shifts.end(), d) - shifts.begin();
+  static copy_key key(const conv_plane_window& g, std::int64_t ry, std::int64_t sx) {
+    const std::int64_t ey = ry * g.dil_h - g.pad_h, ex = sx * g.dil_w - g.pad_w;
+    const std::int64_t dy = floor_div(ey, g.stride_h), dx = floor_div(ex, g.stride_w);
+    return {ey - dy * g.stride_h, ex - dx * g.stride_w, dx};
   }
-  /// Floats to allocate: the copies, then one mask plane per copy (all bits set where kept).
-  [[nodiscard]] std::int64_t floats() const { return static_cast<std::int64_t>(shifts.size()) * (region + plane); }
+
+  /// Whether the plane runs flat: every input column a lane needs lies in its own output row's
+  /// span of its copy (never only past its right end), and the copies fit in max_floats.
+  static bool fits(const conv_plane_window& g) {
+    if (g.out_h * g.out_w < width()) return false;
+    for (std::int64_t sx = 0; sx < g.s; ++sx) {
+      const copy_key k = key(g, 0, sx);
+      for (std::int64_t ox = std::max<std::int64_t>(0, g.out_w - k.dx); ox < g.out_w; ++ox)
+        if (g.stride_w * (ox + k.dx) + k.b < g.w) return false;
+    }
+    const conv_flat_planes layout(g);
+    return static_cast<std::int64_t>(layout.copies.size()) * layout.rows * g.out_w <= max_floats;
+  }
+
+  /// Whether column j of a copy holds data: inside the input, and not wrapped into by shift dx.
+  static bool kept(const conv_plane_window& g, const copy_key& k, std::int64_t j) {
+    const bool wrapped = k.dx < 0 ? j >= g.out_w + k.dx : j < k.dx;
+    return j < g.out_w && g.stride_w * j + k.b < g.w && !wrapped;
+  }
+
   /// Offset of tap (ry, sx) in the buffer from an output pixel's flat index.
   [[nodiscard]] std::int64_t tap_offset(const conv_plane_window& g, std::int64_t ry, std::int64_t sx) const {
-    return copy_of(shift(g, sx)) * region + front + (ry * g.dil_h - g.pad_h) * g.w + shift(g, sx);
-  }
-  [[nodiscard]] float* mask(float* buffer, std::size_t copy) const {
-    return buffer + static_cast<std::int64_t>(shifts.size()) * region + static_cast<std::int64_t>(copy) * plane;
+    const copy_key k = key(g, ry, sx);
+    const auto copy = std::find(copies.begin(), copies.end(), k) - copies.begin();
+    return copy * region + front + row_shift(g, ry) * g.out_w + k.dx;
   }
 
-  /// Zeroes the copies and writes the masks: column ix of copy j is kept unless shift d = shifts[j]
-  /// wraps into it (d < 0: the last -d columns; d > 0: the first d).
+  // The buffer: the copies, the input's column phases (row by row copying only), one mask per copy.
+  [[nodiscard]] std::int64_t copy_floats() const { return static_cast<std::int64_t>(copies.size()) * region; }
+  [[nodiscard]] std::int64_t phase_floats(const conv_plane_window& g) const {
+    return contiguous ? 0 : g.stride_w * g.h * phase_pitch + row_vectors * width();
+  }
+  [[nodiscard]] std::int64_t mask_floats(const conv_plane_window& g) const {
+    return contiguous ? g.h * g.w : row_vectors * width();
+  }
+  [[nodiscard]] std::int64_t floats(const conv_plane_window& g) const {
+    return copy_floats() + phase_floats(g) + static_cast<std::int64_t>(copies.size()) * mask_floats(g);
+  }
+  [[nodiscard]] float* mask(const conv_plane_window& g, float* buffer, std::size_t copy) const {
+    return buffer + copy_floats() + phase_floats(g) + static_cast<std::int64_t>(copy) * mask_floats(g);
+  }
+
+  /// Zeroes the copies and writes the masks (all bits set where a column is kept).
   void prepare(const conv_plane_window& g, float* buffer) const {
-    std::fill_n(buffer, static_cast<std::int64_t>(shifts.size()) * region, 0.0f);
-    for (std::size_t j = 0; j < shifts.size(); ++j) {
-      const std::int64_t d = shifts[j];
-      float* m = mask(buffer, j);
-      for (std::int64_t i = 0; i < plane; ++i) {
-        const std::int64_t ix = i % g.w;
-        const bool wrapped = d < 0 ? ix >= g.w + d : ix < d;
-        m[i] = std::bit_cast<float>(wrapped ? 0u : ~0u);
+    std::fill_n(buffer, copy_floats() + phase_floats(g), 0.0f);
+    for (std::size_t c = 0; c < copies.size(); ++c) {
+      float* m = mask(g, buffer, c);
+      for (std::int64_t i = 0; i < mask_floats(g); ++i)
+        m[i] = std::bit_cast<float>(kept(g, copies[c], i % (contiguous ? g.w : mask_floats(g))) ? ~0u : 0u);
+    }
+  }
+
+  /// Writes the plane x into every copy. Only data positions are written (the zeros stay).
+  void write(const conv_plane_window& g, const float* x, float* buffer) const {
+    if (contiguous) {
+      write_contiguous(g, x, buffer);
+      return;
+    }
+    // Column phase b of the input: row y, column q at phases + (b * h + y) * phase_pitch + q.
+    float* const phases = buffer + copy_floats();
+    const std::int64_t s = g.stride_w;
+    if (s == 1) {
+      std::copy_n(x, g.h * g.w, phases);
+    } else if (s == 2 && g.w % 2 == 0) {  // one pass over the plane that the compiler vectorises
+      float* odd = phases + g.h * phase_pitch;
+      for (std::int64_t m = 0, pairs = g.h * g.w / 2; m < pairs; ++m) {
+        phases[m] = x[2 * m];
+        odd[m] = x[2 * m + 1];
+      }
+    } else {
+      for (std::int64_t y = 0; y < g.h; ++y)
+        for (std::int64_t b = 0; b < s; ++b) {
+          float* row = phases + (b * g.h + y) * phase_pitch;
+          for (std::int64_t col = b, q = 0; col < g.w; col += s, ++q) row[q] = x[y * g.w + col];
+        }
+    }
+    // Copy rows by whole vectors: the lanes past out_w are masked to zero and spill into the next
+    // row, written after, or into the zeros after the last.
+    for (std::size_t c = 0; c < copies.size(); ++c) {
+      const copy_key& k = copies[c];
+      float* dst = buffer + static_cast<std::int64_t>(c) * region + front;
+      const float* m = mask(g, buffer, c);
+      for (std::int64_t i = 0; g.stride_h * i + k.a < g.h; ++i) {
+        const float* src = phases + (k.b * g.h + g.stride_h * i + k.a) * phase_pitch;
+        for (std::int64_t v = 0; v < row_vectors; ++v)
+          xsimd::bitwise_and(fbatch::load_unaligned(src + v * width()), fbatch::load_unaligned(m + v * width()))
+              .store_unaligned(dst + i * g.out_w + v * width());
       }
     }
   }
 
-  /// Writes the plane x into every copy, masked.
-  void write(const float* x, float* buffer) const {
-    constexpr auto width = static_cast<std::int64_t>(simd_width);
-    for (std::size_t j = 0; j < shifts.size(); ++j) {
-      float* dst = buffer + static_cast<std::int64_t>(j) * region + front;
-      const float* m = mask(buffer, j);
-      // Whole vectors, the last one ending at the plane's end (overlapping its predecessor).
-      for (std::int64_t i = 0;; i += width) {
-        i = std::min(i, plane - width);
+  /// Stride 1, out_w == w: each copy is the plane masked, by whole vectors, the last one ending at
+  /// the plane's end (overlapping its predecessor).
+  void write_contiguous(const conv_plane_window& g, const float* x, float* buffer) const {
+    const std::int64_t plane = g.h * g.w;
+    for (std::size_t c = 0; c < copies.size(); ++c) {
+      float* dst = buffer + static_cast<std::int64_t>(c) * region + front;
+      const float* m = mask(g, buffer, c);
+      for (std::int64_t i = 0;; i += width()) {
+        i = std::min(i, plane - width());
         fbatch v = fbatch::load_unaligned(x + i);
-        if (shifts[j] != 0) v = xsimd::bitwise_and(v, fbatch::load_unaligned(m + i));
+        if (copies[c].dx != 0) v = xsimd::bitwise_and(v, fbatch::load_unaligned(m + i));
         v.store_unaligned(dst + i);
-        if (i == plane - width) break;
+        if (i == plane - width()) break;
       }
     }
   }
@@ -271,7 +352,7 @@ class conv_depthwise_kernel {
  public:
   explicit conv_depthwise_kernel(const conv_plane_window& g)
       : g_(g), flat_(conv_flat_planes::fits(g)), phases_(g), layout_(flat_ ? conv_flat_planes(g) : conv_flat_planes()) {
-    const std::int64_t floats = flat_ ? layout_.floats() : phases_.floats();
+    const std::int64_t floats = flat_ ? layout_.floats(g) : phases_.floats();
     copy_ = scratch(scratch_slot::conv_input, static_cast<std::size_t>(floats));
     if (flat_)
       layout_.prepare(g, copy_);
@@ -289,15 +370,22 @@ class conv_depthwise_kernel {
     constexpr auto width = static_cast<std::int64_t>(simd_width);
     if (x != last_x_) {
       if (flat_)
-        layout_.write(x, copy_);
+        layout_.write(g_, x, copy_);
       else
         conv_deinterleave_plane(g_, phases_, x, copy_);
       last_x_ = x;
     }
     const std::int64_t taps = g_.r * g_.s, plane_end = g_.out_h * g_.out_w;
     if (flat_) {
-      const auto origin = [](std::int64_t t) { return conv_vector_origin{t * width, t * width}; };
-      conv_depthwise_fold(layout_.vectors, conv_depthwise_pass<decltype(origin)>{copy_, tap_offsets_.data(), taps, plane_end, origin},
+      // The last vector ends at the plane's end, recomputing some of its predecessor's outputs
+      // (to the same bits): every store and residual load is a whole vector.
+      const std::int64_t last = plane_end - width;
+      const auto origin = [last](std::int64_t t) {
+        const std::int64_t at = std::min(t * width, last);
+        return conv_vector_origin{at, at};
+      };
+      conv_depthwise_fold(layout_.vectors,
+                          conv_depthwise_pass<decltype(origin)>{copy_, tap_offsets_.data(), taps, plane_end, origin},
                           filter, bias, epilogue, y);
       return;
     }
@@ -308,7 +396,8 @@ class conv_depthwise_kernel {
       const std::int64_t row = t / row_vectors, col = t % row_vectors * width;
       return conv_vector_origin{row * row_step + col, row * out_w + col};
     };
-    conv_depthwise_fold(g_.out_h * row_vectors, conv_depthwise_pass<decltype(origin)>{copy_, tap_offsets_.data(), taps, plane_end, origin},
+    conv_depthwise_fold(g_.out_h * row_vectors,
+                        conv_depthwise_pass<decltype(origin)>{copy_, tap_offsets_.data(), taps, plane_end, origin},
                         filter, bias, epilogue, y);
   }
 
