@@ -213,6 +213,20 @@ inline void adaptive_avg_pool2d(const float* x, float* y, std::int64_t n, std::i
   if (h == 0 || w == 0)
     throw shape_error("adaptive_avg_pool2d: input spatial size " + pair(h, w) + " is empty but the output size is " +
                       pair(out_h, out_w));
+  if (out_h == 1 && out_w == 1) {
+    // Global average (the classifier head): each plane is one contiguous block, summed as by mean,
+    // then scaled by the reciprocal (one rounding more than a division, at most 1 ulp of the double).
+    // No row buffers, and the shape captured by value so the loop keeps it in registers.
+    const std::int64_t len = h * w;
+    const auto count = static_cast<std::size_t>(len);
+    const double inverse = 1.0 / static_cast<double>(len);
+    parallel_for(0, planes, detail::grain_in_items(detail::grains().plane, len),
+                 [=](std::int64_t first, std::int64_t last) {
+                   for (std::int64_t p = first; p < last; ++p)
+                     y[p] = static_cast<float>(detail::row_sum(x + p * len, count) * inverse);
+                 });
+    return;
+  }
   const auto bin_start = [](std::int64_t i, std::int64_t in, std::int64_t out) { return i * in / out; };
   const auto bin_end = [](std::int64_t i, std::int64_t in, std::int64_t out) { return ((i + 1) * in + out - 1) / out; };
   // A bin spans at most ceil(h / out_h) + 1 rows.
