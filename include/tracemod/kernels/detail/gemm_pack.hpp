@@ -58,7 +58,12 @@ inline void gemm_pack_a(const strided_matrix& a, std::int64_t i0, std::int64_t r
                         float* dst) {
   const float* src = a.data + i0 * a.rs + k0 * a.cs;
   if (a.rs == 1) {
-    for (std::int64_t k = 0; k < kc; ++k) std::copy_n(src + k * a.cs, rows, dst + k * gemm_mr);
+    // A whole panel's rows copied with a compile-time length: a few vector moves per k instead of
+    // a memmove call.
+    if (rows == gemm_mr)
+      for (std::int64_t k = 0; k < kc; ++k) std::copy_n(src + k * a.cs, gemm_mr, dst + k * gemm_mr);
+    else
+      for (std::int64_t k = 0; k < kc; ++k) std::copy_n(src + k * a.cs, rows, dst + k * gemm_mr);
   } else {
     for (std::int64_t i = 0; i < rows; ++i)
       for (std::int64_t k = 0; k < kc; ++k) dst[k * gemm_mr + i] = src[i * a.rs + k * a.cs];
