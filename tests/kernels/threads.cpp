@@ -79,7 +79,9 @@ TEST_CASE("threads: gemm and matrix-vector products are bit-identical at 1-4 thr
                         // Several column blocks, two k blocks and a dot-product column in the last
                         // block: each thread takes its own range of column panels (the column split),
                         // ranges starting inside a block.
-                        shape{false, false, 20, 609, 600}, shape{false, true, 9, 1025, 70}}) {
+                        shape{false, false, 20, 609, 600}, shape{false, true, 9, 1025, 70},
+                        // op(A) packed once per k block, in parallel, and read by several column blocks.
+                        shape{true, false, 45, 609, 1100}}) {
     const auto a = random_floats(s.m * s.k, 1), b = random_floats(s.k * s.n, 2), c0 = random_floats(s.m * s.n, 3);
     check_bit_identical("gemm " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k), [&] {
       std::vector<float> c = c0;

@@ -100,13 +100,6 @@ struct gemm_packed_block {
   const float* columns;
 };
 
-/// A thread's packed row panel of op(A) (unused when op(A) is read in place): `data` holds row panel
-/// `row_panel`, -1 before the first.
-struct gemm_a_panel {
-  float* data;
-  std::int64_t row_panel = -1;
-};
-
 /// The column split is taken when every thread gets at least this many NR-wide column panels and
 /// the largest share is at most gemm_column_split_imbalance_tenths / 10 of the mean (a last panel
 /// may be narrow: a 7x7 plane's 49 columns are one panel of 32 and one of 17, which two threads
@@ -131,9 +124,10 @@ inline constexpr std::int64_t gemm_column_split_imbalance_tenths = 11;
 ///   the whole product; each thread takes a contiguous range of panels over all of n, packs them
 ///   into its own buffer and runs every row panel against them, so what it packs stays in its own
 ///   cache and no thread waits for another's packing.
-/// - tile split otherwise: per block of op(B), its panels are packed in parallel into one shared
-///   buffer, then the block's output tiles (row panel x column panel, row-major) are split across
-///   threads, each packing its own A panels.
+/// - tile split otherwise: per k block, a packed op(A)'s row panels are packed in parallel into one
+///   shared buffer, once for all column blocks; per block of op(B), its panels are packed in
+///   parallel into another, then the block's output tiles (row panel x column panel, row-major)
+///   are split across threads.
 template <class PackB>
 inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const strided_matrix& a,
                          PackB&& pack_b, float beta, const float* bias, const strided_output& c,
@@ -147,17 +141,14 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
   const std::int64_t row_panels = (m + gemm_mr - 1) / gemm_mr;
 
   // Work item (row panel, t) of a packed block: tile t, or with t == tiles the dot-product columns.
-  const auto run_item = [&](const gemm_packed_block& pb, std::int64_t panel, std::int64_t t, gemm_a_panel& a_panel) {
+  // `a_packed` holds op(A)'s row panels for the block's k range when op(A) is not read in place.
+  const auto run_item = [&](const gemm_packed_block& pb, std::int64_t panel, std::int64_t t, const float* a_packed) {
     const gemm_column_block& blk = pb.blk;
     const std::int64_t k0 = pb.k0, kc = pb.kc;
     const bool first_block = k0 == 0;      // later k blocks accumulate onto what it wrote
     const bool last_block = k0 + kc == k;  // the epilogue's residual and activation go here
     const std::int64_t i0 = panel * gemm_mr, rows = std::min(gemm_mr, m - i0);
-    if (!a_in_place && a_panel.row_panel != panel) {
-      gemm_pack_a(a, i0, rows, k0, kc, a_panel.data);
-      a_panel.row_panel = panel;
-    }
-    const float* a_src = a_in_place ? a.data + i0 * a.rs + k0 : a_panel.data;
+    const float* a_src = a_in_place ? a.data + i0 * a.rs + k0 : a_packed + panel * gemm_mr * kc;
     gemm_epilogue epilogue{alpha, first_block ? beta : 1.0f, first_block && bias != nullptr ? bias + i0 : nullptr};
     if (last_block) epilogue.act = act;
     const auto residual_at = [&](std::int64_t j) {
@@ -207,7 +198,6 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     parallel_for(0, panels, panel_grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
       float* const b = prepacked ? nullptr : buffers + chunk * kc_max * nc_max;
       std::array<float, gemm_dot_columns * gemm_kc> columns;
-      gemm_a_panel in_place{nullptr};
       for (std::int64_t q = lo; q < hi;) {
         const std::int64_t j0 = q / block_panels * nc_max;
         const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
@@ -222,8 +212,8 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
                                      first, gemm_nr * (prepacked ? k : kc), columns.data()};
           if (dots) copy_dot_columns(pb, columns.data());
           for (std::int64_t panel = 0; panel < row_panels; ++panel) {
-            for (std::int64_t t = first; t < std::min(last, blk.tiles); ++t) run_item(pb, panel, t, in_place);
-            if (dots) run_item(pb, panel, blk.tiles, in_place);
+            for (std::int64_t t = first; t < std::min(last, blk.tiles); ++t) run_item(pb, panel, t, nullptr);
+            if (dots) run_item(pb, panel, blk.tiles, nullptr);
           }
         }
       }
@@ -231,14 +221,24 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     return;
   }
 
+  // Tile split. k blocks outermost, so a packed op(A) is packed once per k block (all its row
+  // panels, in parallel) and read by every column block; each output tile still sees the k blocks
+  // in ascending order.
   float* const b_panels =
       prepacked ? nullptr : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(kc_max * nc_max));
-  for (std::int64_t j0 = 0; j0 < n; j0 += nc_max) {
-    const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
-    // Work items of a row panel: its tiles, then (if any) its dot-product columns.
-    const std::int64_t items_per_row = blk.tiles + (blk.dot_columns > 0 ? 1 : 0);
-    for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
-      const std::int64_t kc = std::min(kc_max, k - k0);
+  float* const a_panels =
+      a_in_place ? nullptr : scratch(scratch_slot::gemm_a_panels, static_cast<std::size_t>(row_panels * gemm_mr * kc_max));
+  for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
+    const std::int64_t kc = std::min(kc_max, k - k0);
+    if (!a_in_place)
+      parallel_for(0, row_panels, grain_in_items(grains().gemm_flops, 32 * kc * gemm_mr),
+                   [&](std::int64_t lo, std::int64_t hi) {
+                     for (std::int64_t panel = lo; panel < hi; ++panel)
+                       gemm_pack_a(a, panel * gemm_mr, std::min(gemm_mr, m - panel * gemm_mr), k0, kc,
+                                   a_panels + panel * gemm_mr * kc);
+                   });
+    for (std::int64_t j0 = 0; j0 < n; j0 += nc_max) {
+      const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
       // Packing a float (a copy, or an im2col gather) costs about as long as 32 flops of the tiles.
       if constexpr (!prepacked)
         parallel_for(0, blk.panels, grain_in_items(grains().gemm_flops, 32 * kc * gemm_nr),
@@ -250,17 +250,13 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
       const gemm_packed_block pb{blk, k0, kc, prepacked ? packed_once(j0, k0, 0) : b_panels,
                                  0,   gemm_nr * (prepacked ? k : kc), columns.data()};
       copy_dot_columns(pb, columns.data());
-      const std::int64_t items = row_panels * items_per_row;
-      const std::int64_t grain = grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * kc);
-      const int chunks = parallel_chunk_count(0, items, grain);
-      float* const a_panels =
-          a_in_place ? nullptr
-                     : scratch(scratch_slot::gemm_a_panel, static_cast<std::size_t>(chunks * kc_max * gemm_mr));
-      parallel_for(0, items, grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
-        gemm_a_panel a_panel{a_in_place ? nullptr : a_panels + chunk * kc_max * gemm_mr};
-        for (std::int64_t item = lo; item < hi; ++item)
-          run_item(pb, item / items_per_row, item % items_per_row, a_panel);
-      });
+      // Work items of a row panel: its tiles, then (if any) its dot-product columns.
+      const std::int64_t items_per_row = blk.tiles + (blk.dot_columns > 0 ? 1 : 0);
+      parallel_for(0, row_panels * items_per_row, grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * kc),
+                   [&](std::int64_t lo, std::int64_t hi) {
+                     for (std::int64_t item = lo; item < hi; ++item)
+                       run_item(pb, item / items_per_row, item % items_per_row, a_panels);
+                   });
     }
   }
 }
@@ -274,9 +270,7 @@ inline double gemm_estimated_cycles(std::int64_t m, std::int64_t n, std::int64_t
   const double n_padded = static_cast<double>((n + gemm_nr - 1) / gemm_nr * gemm_nr);
   const double fma = static_cast<double>(m) * n_padded * static_cast<double>(k) / (2.0 * simd_width);
   const double pack_b = static_cast<double>(k) * static_cast<double>(n) * copy_cost(b.cs == 1);
-  const double pack_a = a.cs == 1 ? 0.0
-                                  : static_cast<double>(m) * static_cast<double>(k) *
-                                        static_cast<double>((n + gemm_blocking().nc - 1) / gemm_blocking().nc) * copy_cost(a.rs == 1);
+  const double pack_a = a.cs == 1 ? 0.0 : static_cast<double>(m) * static_cast<double>(k) * copy_cost(a.rs == 1);
   const double store = c.cs == 1 ? 0.0
                                   : static_cast<double>(m) * static_cast<double>(n) *
                                         static_cast<double>((k + gemm_blocking().kc - 1) / gemm_blocking().kc);

@@ -14,7 +14,7 @@ namespace tracemod::kernels::detail {
 /// Independent scratch areas a single kernel call may hold at the same time.
 enum class scratch_slot : std::size_t {
   gemm_b_panels,
-  gemm_a_panel,
+  gemm_a_panels,
   conv_input,
   winograd_filters,
   winograd_input,
