@@ -107,18 +107,23 @@ namespace detail {
 
 /// Runs planes(buf, rows, first, last) over chunks of the planes [0, count) split across threads
 /// (each plane read once whole, `plane_floats` floats), every chunk with its own row buffer of
-/// `buf_floats` floats and `row_pointers` row pointers, allocated before the threads start.
+/// `buf_floats` floats and `row_pointers` row pointers. The calling thread keeps the buffers of all
+/// chunks across calls (grown on demand), so steady-state pooling does not allocate.
 template <class Planes>
 void parallel_planes(std::int64_t count, std::int64_t plane_floats, std::int64_t buf_floats,
                      std::int64_t row_pointers, const Planes& planes) {
   const std::int64_t grain = grain_in_items(grains().plane, plane_floats);
   const auto chunks = static_cast<std::size_t>(parallel_chunk_count(0, count, grain));
-  std::vector<float> buf(chunks * static_cast<std::size_t>(buf_floats));
-  std::vector<const float*> rows(chunks * static_cast<std::size_t>(row_pointers));
+  thread_local std::vector<float> buf;
+  thread_local std::vector<const float*> rows;
+  buf.resize(std::max(buf.size(), chunks * static_cast<std::size_t>(buf_floats)));
+  rows.resize(std::max(rows.size(), chunks * static_cast<std::size_t>(row_pointers)));
+  float* const bufs = buf.data();
+  const float** const row_sets = rows.data();
   parallel_for(0, count, grain, [&](int chunk, std::int64_t first, std::int64_t last) {
     const auto c = static_cast<std::size_t>(chunk);
-    planes(buf.data() + c * static_cast<std::size_t>(buf_floats),
-           rows.data() + c * static_cast<std::size_t>(row_pointers), first, last);
+    planes(bufs + c * static_cast<std::size_t>(buf_floats), row_sets + c * static_cast<std::size_t>(row_pointers),
+           first, last);
   });
 }
 
