@@ -114,7 +114,6 @@ struct conv_flat_planes {
   /// Largest copies * rows * out_w that runs flat: the copies stay in L1 while the plane is computed.
   static constexpr std::int64_t max_floats = 3072;
 
-  conv_flat_planes() = default;
   explicit conv_flat_planes(const conv_plane_window& g)
       : rows((g.h + g.stride_h - 1) / g.stride_h),
         phase_pitch((g.w + g.stride_w - 1) / g.stride_w),
@@ -150,15 +149,14 @@ struct conv_flat_planes {
 
   /// Whether the plane runs flat: every input column a lane needs lies in its own output row's
   /// span of its copy (never only past its right end), and the copies fit in max_floats.
-  static bool fits(const conv_plane_window& g) {
+  [[nodiscard]] bool fits(const conv_plane_window& g) const {
     if (g.out_h * g.out_w < width()) return false;
     for (std::int64_t sx = 0; sx < g.s; ++sx) {
       const copy_key k = key(g, 0, sx);
       for (std::int64_t ox = std::max<std::int64_t>(0, g.out_w - k.dx); ox < g.out_w; ++ox)
         if (g.stride_w * (ox + k.dx) + k.b < g.w) return false;
     }
-    const conv_flat_planes layout(g);
-    return static_cast<std::int64_t>(layout.copies.size()) * layout.rows * g.out_w <= max_floats;
+    return static_cast<std::int64_t>(copies.size()) * rows * g.out_w <= max_floats;
   }
 
   /// Whether column j of a copy holds data: inside the input, and not wrapped into by shift dx.
@@ -192,10 +190,13 @@ struct conv_flat_planes {
   /// Zeroes the copies and writes the masks (all bits set where a column is kept).
   void prepare(const conv_plane_window& g, float* buffer) const {
     std::fill_n(buffer, copy_floats() + phase_floats(g), 0.0f);
+    // Contiguous copies mask every row of the plane alike; row by row copies use one row's mask.
+    const std::int64_t mask_rows = contiguous ? g.h : 1, mask_columns = contiguous ? g.w : row_vectors * width();
     for (std::size_t c = 0; c < copies.size(); ++c) {
       float* m = mask(g, buffer, c);
-      for (std::int64_t i = 0; i < mask_floats(g); ++i)
-        m[i] = std::bit_cast<float>(kept(g, copies[c], i % (contiguous ? g.w : mask_floats(g))) ? ~0u : 0u);
+      for (std::int64_t j = 0; j < mask_columns; ++j)
+        m[j] = std::bit_cast<float>(kept(g, copies[c], j) ? ~0u : 0u);
+      for (std::int64_t y = 1; y < mask_rows; ++y) std::copy_n(m, mask_columns, m + y * mask_columns);
     }
   }
 
@@ -351,7 +352,7 @@ inline void conv_depthwise_fold(std::int64_t vectors, const conv_depthwise_pass<
 class conv_depthwise_kernel {
  public:
   explicit conv_depthwise_kernel(const conv_plane_window& g)
-      : g_(g), flat_(conv_flat_planes::fits(g)), phases_(g), layout_(flat_ ? conv_flat_planes(g) : conv_flat_planes()) {
+      : g_(g), layout_(g), flat_(layout_.fits(g)), phases_(g) {
     const std::int64_t floats = flat_ ? layout_.floats(g) : phases_.floats();
     copy_ = scratch(scratch_slot::conv_input, static_cast<std::size_t>(floats));
     if (flat_)
@@ -403,9 +404,9 @@ class conv_depthwise_kernel {
 
  private:
   conv_plane_window g_;
+  conv_flat_planes layout_;
   bool flat_;
   conv_phase_planes phases_;
-  conv_flat_planes layout_;
   float* copy_ = nullptr;
   const float* last_x_ = nullptr;
   std::vector<std::int64_t> tap_offsets_;
