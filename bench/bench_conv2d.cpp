@@ -62,8 +62,9 @@ void BM_conv2d_winograd_prepacked(benchmark::State& state, kern::conv2d_geometry
 }
 
 // Depthwise convolution is memory-bound: bytes = input read once + output written once (weights
-// and bias are negligible), reported against the triad bandwidth.
+// and bias are negligible), reported against the triad bandwidth (one core's, at any thread count).
 void BM_conv2d_depthwise(benchmark::State& state, kern::conv2d_geometry g) {
+  const tracemod::bench::scoped_threads threads(state, 0);
   const std::int64_t out_plane = g.out_h() * g.out_w();
   const auto input = random_floats(g.n * g.c * g.h * g.w, 1);
   const auto weight = random_floats(g.k * g.r * g.s, 2);
@@ -115,11 +116,12 @@ BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_direct,
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_winograd,
                   kern::conv2d_geometry{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1}, kern::conv2d_algorithm::winograd)
     ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
-// MobileNetV2's depthwise layers (batch 1), every distinct shape: stride 2 reads de-interleaved
-// rows, no gathers; stride-1 planes up to 28x28 run flat.
+// MobileNetV2's depthwise layers (batch 1), every distinct shape: planes up to 56x56 run
+// channel-blocked, the 112x112 ones row by row on de-interleaved copies.
 #define TRACEMOD_BENCH_DEPTHWISE(C, S, STRIDE)                                                                     \
   BENCHMARK_CAPTURE(BM_conv2d_depthwise, mobilenet_dw_3x3s##STRIDE##_##C##_##S##x##S, depthwise_3x3(C, S, STRIDE)) \
       ->Unit(benchmark::kMicrosecond)                                                                              \
+      ->Apply(tracemod::bench::over_threads)                                                                       \
       ->MinTime(tracemod::bench::min_time(0.3))
 TRACEMOD_BENCH_DEPTHWISE(32, 112, 1);
 TRACEMOD_BENCH_DEPTHWISE(96, 112, 2);

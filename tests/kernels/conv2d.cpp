@@ -216,10 +216,9 @@ TEST_CASE("conv2d: depthwise at strides 1 to 4 and with dilation reads only the 
       }
 }
 
-// Small stride-1 planes whose output is as wide as the input run flat (one vector run over the
-// whole plane, taps that cross an edge reading a copy with the wrapped-into columns zeroed);
-// stride 2, narrower outputs and odd shapes around them run the de-interleaved rows.
-TEST_CASE("conv2d: depthwise on small planes (7x7, 14x14), flat and de-interleaved") {
+// Planes up to 56x56 run channel-blocked (a vector lane per plane, simd_width planes at once, the
+// last block of a run partly filled); larger ones run row by row on de-interleaved copies.
+TEST_CASE("conv2d: depthwise on small planes (7x7, 14x14), channel-blocked") {
   const auto depthwise = [](std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k, std::int64_t stride,
                             std::int64_t pad, std::int64_t dil) {
     auto g = geometry(2, c, h, w, c, k, k);
@@ -240,6 +239,10 @@ TEST_CASE("conv2d: depthwise on small planes (7x7, 14x14), flat and de-interleav
   check_conv(depthwise(4, 5, 9, 3, 1, 1, 1), true);   // odd width, short plane
   check_conv(depthwise(4, 9, 5, 3, 1, 1, 1), true);   // odd width, tall plane
   check_conv(depthwise(4, 3, 3, 3, 1, 1, 1), true);   // smaller than a vector (AVX2 and up)
+  check_conv(depthwise(4, 3, 3, 3, 1, 2, 1), true);   // input smaller than a vector, output not
+  check_conv(depthwise(4, 5, 5, 3, 2, 1, 1), true);   // output smaller than a vector, input not
+  check_conv(depthwise(37, 7, 7, 3, 1, 1, 1), true);  // 74 planes: full blocks and a partial one
+  check_conv(depthwise(37, 14, 14, 3, 2, 1, 1), true);
   check_conv(depthwise(4, 11, 13, 3, 2, 1, 1), true);
   auto rectangular = depthwise(4, 7, 9, 3, 1, 1, 1);  // different padding and dilation per axis
   rectangular.pad_h = 2;
@@ -247,6 +250,22 @@ TEST_CASE("conv2d: depthwise on small planes (7x7, 14x14), flat and de-interleav
   check_conv(rectangular, true);
   auto multiplier = depthwise(3, 7, 7, 3, 1, 1, 1);  // three filters per channel share a copy
   multiplier.k = 9;
+  check_conv(multiplier, true);
+}
+
+TEST_CASE("conv2d: depthwise on planes too large to block, row by row, at strides 1 to 3 and dilated") {
+  for (std::int64_t stride = 1; stride <= 3; ++stride)
+    for (std::int64_t dil = 1; dil <= 2; ++dil) {
+      auto g = geometry(1, 3, 72, 75, 3, 3, 3);
+      g.groups = 3;
+      g.stride_h = g.stride_w = stride;
+      g.pad_h = g.pad_w = dil;
+      g.dil_h = g.dil_w = dil;
+      check_conv(g, true);
+    }
+  auto multiplier = geometry(1, 2, 72, 75, 4, 3, 3);  // two filters per channel share a copy
+  multiplier.groups = 2;
+  multiplier.pad_h = multiplier.pad_w = 1;
   check_conv(multiplier, true);
 }
 
@@ -336,11 +355,14 @@ TEST_CASE("conv2d: Winograd, depthwise and 1x1 results are bit-identical at 1 to
   depthwise.stride_h = depthwise.stride_w = 2;
   depthwise.pad_h = depthwise.pad_w = 1;
   auto pointwise = geometry(2, 40, 7, 7, 56, 1, 1);
-  auto depthwise_flat = geometry(3, 16, 7, 7, 16, 3, 3);
-  depthwise_flat.groups = 16;
-  depthwise_flat.pad_h = depthwise_flat.pad_w = 1;
+  auto depthwise_7x7 = geometry(3, 37, 7, 7, 37, 3, 3);  // 111 planes: threads split blocks of planes
+  depthwise_7x7.groups = 37;
+  depthwise_7x7.pad_h = depthwise_7x7.pad_w = 1;
+  auto depthwise_rows = geometry(1, 5, 70, 70, 5, 3, 3);  // row by row
+  depthwise_rows.groups = 5;
+  depthwise_rows.pad_h = depthwise_rows.pad_w = 1;
   const int threads_before = tracemod::get_num_threads();
-  for (const auto& g : {winograd, depthwise, pointwise, depthwise_flat}) {
+  for (const auto& g : {winograd, depthwise, pointwise, depthwise_7x7, depthwise_rows}) {
     CAPTURE(describe(g));
     std::mt19937 gen(11);
     const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);

@@ -44,13 +44,17 @@ std::vector<epilogue_case> cases() {
   depthwise.pad_h = depthwise.pad_w = 1;
   kern::conv2d_geometry depthwise_strided = depthwise;
   depthwise_strided.stride_h = depthwise_strided.stride_w = 2;
-  kern::conv2d_geometry depthwise_7x7{2, 6, 7, 7, 6, 3, 3};  // runs flat
-  depthwise_7x7.groups = 6;
+  kern::conv2d_geometry depthwise_7x7{2, 19, 7, 7, 19, 3, 3};  // channel-blocked, a partial block
+  depthwise_7x7.groups = 19;
   depthwise_7x7.pad_h = depthwise_7x7.pad_w = 1;
-  kern::conv2d_geometry depthwise_14x14_dilated{1, 5, 14, 14, 5, 3, 3};  // flat, 13 vectors of AVX-512
+  kern::conv2d_geometry depthwise_14x14_dilated{1, 5, 14, 14, 5, 3, 3};
   depthwise_14x14_dilated.groups = 5;
   depthwise_14x14_dilated.pad_h = depthwise_14x14_dilated.pad_w = 2;
   depthwise_14x14_dilated.dil_h = depthwise_14x14_dilated.dil_w = 2;
+  kern::conv2d_geometry depthwise_rows{1, 3, 70, 70, 3, 3, 3};  // too large to block: row by row
+  depthwise_rows.groups = 3;
+  depthwise_rows.pad_h = depthwise_rows.pad_w = 1;
+  depthwise_rows.stride_h = depthwise_rows.stride_w = 2;
   kern::conv2d_geometry winograd{2, 5, 13, 10, 7, 3, 3};
   winograd.pad_h = winograd.pad_w = 1;
   // 9 tiles (a partial row panel), 520 input channels (two k blocks), 40 output channels (a partial
@@ -63,7 +67,8 @@ std::vector<epilogue_case> cases() {
           {"im2col dot columns", seven},     {"1x1 direct", wide_1x1},
           {"1x1 transposed", narrow_1x1},    {"depthwise", depthwise},
           {"depthwise strided", depthwise_strided}, {"depthwise 7x7", depthwise_7x7},
-          {"depthwise 14x14 dilated", depthwise_14x14_dilated}, {"winograd", winograd, algo::winograd},
+          {"depthwise 14x14 dilated", depthwise_14x14_dilated}, {"depthwise rows", depthwise_rows},
+          {"winograd", winograd, algo::winograd},
           {"grouped", grouped},              {"winograd automatic", winograd, algo::automatic},
           {"winograd k blocks", winograd_deep, algo::winograd}};
 }

@@ -1,24 +1,23 @@
-// Direct convolution of one plane by one r x s filter: the depthwise case (one input channel per
+// Direct convolution of planes by one r x s filter each: the depthwise case (one input channel per
 // group), where an im2col GEMM would have a reduction of only r * s and mostly pack.
 //
-// A strided convolution reads every stride_w-th input column. Instead of gathering them, the
-// padded copy of the plane the kernel makes anyway is stored de-interleaved: stride_w phase planes,
-// phase p holding columns p, p + stride_w, ... Tap (ry, sx) of output column ox then reads column
-// ox + sx * dil_w / stride_w of phase sx * dil_w % stride_w, so every read is a unit-stride vector
-// load, whatever the stride.
+// Planes up to 56x56 run channel-blocked: simd_width planes at once, each vector lane one plane.
+// The planes are transposed in registers into a padded copy whose pixel (y, x) is one vector of the
+// planes' values, so every tap of every output pixel is one aligned vector load and one FMA with a
+// vector of the planes' filter values, at any stride and dilation: no lane is wasted on a plane's
+// edge, no copy is masked or de-interleaved, and the loads read what was stored as whole vectors.
+// The output pixels, one vector each, are transposed back into the planes, where the epilogue
+// (residual, activation) runs on the stored vectors.
 //
-// Small planes (copies within max_floats: MobileNetV2's 28x28 and smaller, at stride 1 and 2) are
-// instead computed flat: output pixel o = oy * out_w + ox, so the vectors run over the whole output
-// plane, not row by row (a 7x7 output is four 16-float vectors, not seven), and are stored as they
-// lie. Each tap then reads one copy at a fixed offset from o: at stride 1 with "same" padding the
-// plane itself at offset (ry * dil_h - pad_h) * w + sx * dil_w - pad_w; at stride 2 the input rows
-// and columns of the tap's phase, at the output's pitch (see conv_flat_planes). A tap that crosses
-// the left or right edge wraps into the row above or below: it reads a copy whose wrapped-into
-// columns are zero, one copy per distinct phase and column shift (three for a 3x3 filter at stride
-// 1, six at stride 2), with zero rows above and below.
+// Larger planes are computed one at a time, row by row. A strided convolution reads every
+// stride_w-th input column: instead of gathering them, the padded copy of the plane is stored
+// de-interleaved, stride_w phase planes, phase p holding columns p, p + stride_w, ... Tap (ry, sx)
+// of output column ox then reads column ox + sx * dil_w / stride_w of phase sx * dil_w % stride_w,
+// so every read is a unit-stride vector load, whatever the stride.
 //
-// Either layout is set up once per run of planes (conv_depthwise_kernel): its padding is zeroed
-// once, and each plane only writes its data into it.
+// Either way each output is the bias plus the taps in row-major order (the padding's zeros
+// included), then the residual, then the activation: the same bits whichever planes share a block,
+// so whatever the thread count.
 #pragma once
 
 #include <tracemod/kernels/detail/activation.hpp>
@@ -27,7 +26,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -92,170 +90,6 @@ inline void conv_deinterleave_plane(const conv_plane_window& g, const conv_phase
     }
   }
 }
-
-/// The flat layout of a small plane (see the top of this file). Tap (ry, sx) of output pixel
-/// o = oy * out_w + ox reads input row stride_h * (oy + dy) + a, column stride_w * (ox + dx) + b,
-/// where ry * dil_h - pad_h = stride_h * dy + a and sx * dil_w - pad_w = stride_w * dx + b
-/// (0 <= a < stride_h, 0 <= b < stride_w). Copy (a, b, dx) holds x[stride_h * i + a][stride_w * j + b]
-/// at i * out_w + j, zero past the input and in the columns that shift dx wraps into, between
-/// `front` and `back` zeros: the tap reads it at o + dy * out_w + dx.
-struct conv_flat_planes {
-  struct copy_key {
-    std::int64_t a, b, dx;
-    bool operator==(const copy_key&) const = default;
-  };
-  std::int64_t rows = 0;         // data rows of a copy: ceil(h / stride_h)
-  std::int64_t phase_pitch = 0;  // columns of a column phase of the input: ceil(w / stride_w)
-  std::int64_t row_vectors = 0;  // vectors per output row when copying row by row
-  std::int64_t vectors = 0, front = 0, region = 0;
-  bool contiguous = false;  // stride 1, out_w == w: each copy is the whole plane, masked
-  std::vector<copy_key> copies;
-
-  /// Largest copies * rows * out_w that runs flat: the copies stay in L1 while the plane is computed.
-  static constexpr std::int64_t max_floats = 3072;
-
-  explicit conv_flat_planes(const conv_plane_window& g)
-      : rows((g.h + g.stride_h - 1) / g.stride_h),
-        phase_pitch((g.w + g.stride_w - 1) / g.stride_w),
-        row_vectors((g.out_w + width() - 1) / width()),
-        vectors((g.out_h * g.out_w + width() - 1) / width()),
-        contiguous(g.stride_h == 1 && g.stride_w == 1 && g.out_w == g.w && g.h * g.w >= width()) {
-    std::int64_t lowest = 0, highest = 0;
-    for (std::int64_t ry = 0; ry < g.r; ++ry)
-      for (std::int64_t sx = 0; sx < g.s; ++sx) {
-        const copy_key k = key(g, ry, sx);
-        if (std::find(copies.begin(), copies.end(), k) == copies.end()) copies.push_back(k);
-        const std::int64_t offset = row_shift(g, ry) * g.out_w + k.dx;
-        lowest = std::min(lowest, offset);
-        highest = std::max(highest, offset);
-      }
-    front = -lowest;
-    // The last vector's lanes past the plane are computed (not stored) and read up to
-    // vectors * width + highest; copying by rows stores up to a vector past the last row.
-    const std::int64_t data = rows * g.out_w;
-    region = front + data + std::max(width(), vectors * width() + highest - data);
-  }
-
-  static constexpr std::int64_t width() { return static_cast<std::int64_t>(simd_width); }
-  static std::int64_t floor_div(std::int64_t n, std::int64_t d) { return n >= 0 ? n / d : -((d - 1 - n) / d); }
-  static std::int64_t row_shift(const conv_plane_window& g, std::int64_t ry) {
-    return floor_div(ry * g.dil_h - g.pad_h, g.stride_h);
-  }
-  static copy_key key(const conv_plane_window& g, std::int64_t ry, std::int64_t sx) {
-    const std::int64_t ey = ry * g.dil_h - g.pad_h, ex = sx * g.dil_w - g.pad_w;
-    const std::int64_t dy = floor_div(ey, g.stride_h), dx = floor_div(ex, g.stride_w);
-    return {ey - dy * g.stride_h, ex - dx * g.stride_w, dx};
-  }
-
-  /// Whether the plane runs flat: every input column a lane needs lies in its own output row's
-  /// span of its copy (never only past its right end), and the copies fit in max_floats.
-  [[nodiscard]] bool fits(const conv_plane_window& g) const {
-    if (g.out_h * g.out_w < width()) return false;
-    for (std::int64_t sx = 0; sx < g.s; ++sx) {
-      const copy_key k = key(g, 0, sx);
-      for (std::int64_t ox = std::max<std::int64_t>(0, g.out_w - k.dx); ox < g.out_w; ++ox)
-        if (g.stride_w * (ox + k.dx) + k.b < g.w) return false;
-    }
-    return static_cast<std::int64_t>(copies.size()) * rows * g.out_w <= max_floats;
-  }
-
-  /// Whether column j of a copy holds data: inside the input, and not wrapped into by shift dx.
-  static bool kept(const conv_plane_window& g, const copy_key& k, std::int64_t j) {
-    const bool wrapped = k.dx < 0 ? j >= g.out_w + k.dx : j < k.dx;
-    return j < g.out_w && g.stride_w * j + k.b < g.w && !wrapped;
-  }
-
-  /// Offset of tap (ry, sx) in the buffer from an output pixel's flat index.
-  [[nodiscard]] std::int64_t tap_offset(const conv_plane_window& g, std::int64_t ry, std::int64_t sx) const {
-    const copy_key k = key(g, ry, sx);
-    const auto copy = std::find(copies.begin(), copies.end(), k) - copies.begin();
-    return copy * region + front + row_shift(g, ry) * g.out_w + k.dx;
-  }
-
-  // The buffer: the copies, the input's column phases (row by row copying only), one mask per copy.
-  [[nodiscard]] std::int64_t copy_floats() const { return static_cast<std::int64_t>(copies.size()) * region; }
-  [[nodiscard]] std::int64_t phase_floats(const conv_plane_window& g) const {
-    return contiguous ? 0 : g.stride_w * g.h * phase_pitch + row_vectors * width();
-  }
-  [[nodiscard]] std::int64_t mask_floats(const conv_plane_window& g) const {
-    return contiguous ? g.h * g.w : row_vectors * width();
-  }
-  [[nodiscard]] std::int64_t floats(const conv_plane_window& g) const {
-    return copy_floats() + phase_floats(g) + static_cast<std::int64_t>(copies.size()) * mask_floats(g);
-  }
-  [[nodiscard]] float* mask(const conv_plane_window& g, float* buffer, std::size_t copy) const {
-    return buffer + copy_floats() + phase_floats(g) + static_cast<std::int64_t>(copy) * mask_floats(g);
-  }
-
-  /// Zeroes the copies and writes the masks (all bits set where a column is kept).
-  void prepare(const conv_plane_window& g, float* buffer) const {
-    std::fill_n(buffer, copy_floats() + phase_floats(g), 0.0f);
-    // Contiguous copies mask every row of the plane alike; row by row copies use one row's mask.
-    const std::int64_t mask_rows = contiguous ? g.h : 1, mask_columns = contiguous ? g.w : row_vectors * width();
-    for (std::size_t c = 0; c < copies.size(); ++c) {
-      float* m = mask(g, buffer, c);
-      for (std::int64_t j = 0; j < mask_columns; ++j)
-        m[j] = std::bit_cast<float>(kept(g, copies[c], j) ? ~0u : 0u);
-      for (std::int64_t y = 1; y < mask_rows; ++y) std::copy_n(m, mask_columns, m + y * mask_columns);
-    }
-  }
-
-  /// Writes the plane x into every copy. Only data positions are written (the zeros stay).
-  void write(const conv_plane_window& g, const float* x, float* buffer) const {
-    if (contiguous) {
-      write_contiguous(g, x, buffer);
-      return;
-    }
-    // Column phase b of the input: row y, column q at phases + (b * h + y) * phase_pitch + q.
-    float* const phases = buffer + copy_floats();
-    const std::int64_t s = g.stride_w;
-    if (s == 1) {
-      std::copy_n(x, g.h * g.w, phases);
-    } else if (s == 2 && g.w % 2 == 0) {  // one pass over the plane that the compiler vectorises
-      float* odd = phases + g.h * phase_pitch;
-      for (std::int64_t m = 0, pairs = g.h * g.w / 2; m < pairs; ++m) {
-        phases[m] = x[2 * m];
-        odd[m] = x[2 * m + 1];
-      }
-    } else {
-      for (std::int64_t y = 0; y < g.h; ++y)
-        for (std::int64_t b = 0; b < s; ++b) {
-          float* row = phases + (b * g.h + y) * phase_pitch;
-          for (std::int64_t col = b, q = 0; col < g.w; col += s, ++q) row[q] = x[y * g.w + col];
-        }
-    }
-    // Copy rows by whole vectors: the lanes past out_w are masked to zero and spill into the next
-    // row, written after, or into the zeros after the last.
-    for (std::size_t c = 0; c < copies.size(); ++c) {
-      const copy_key& k = copies[c];
-      float* dst = buffer + static_cast<std::int64_t>(c) * region + front;
-      const float* m = mask(g, buffer, c);
-      for (std::int64_t i = 0; g.stride_h * i + k.a < g.h; ++i) {
-        const float* src = phases + (k.b * g.h + g.stride_h * i + k.a) * phase_pitch;
-        for (std::int64_t v = 0; v < row_vectors; ++v)
-          xsimd::bitwise_and(fbatch::load_unaligned(src + v * width()), fbatch::load_unaligned(m + v * width()))
-              .store_unaligned(dst + i * g.out_w + v * width());
-      }
-    }
-  }
-
-  /// Stride 1, out_w == w: each copy is the plane masked, by whole vectors, the last one ending at
-  /// the plane's end (overlapping its predecessor).
-  void write_contiguous(const conv_plane_window& g, const float* x, float* buffer) const {
-    const std::int64_t plane = g.h * g.w;
-    for (std::size_t c = 0; c < copies.size(); ++c) {
-      float* dst = buffer + static_cast<std::int64_t>(c) * region + front;
-      const float* m = mask(g, buffer, c);
-      for (std::int64_t i = 0;; i += width()) {
-        i = std::min(i, plane - width());
-        fbatch v = fbatch::load_unaligned(x + i);
-        if (copies[c].dx != 0) v = xsimd::bitwise_and(v, fbatch::load_unaligned(m + i));
-        v.store_unaligned(dst + i);
-        if (i == plane - width()) break;
-      }
-    }
-  }
-};
 
 /// The first `count` lanes of x to out.
 inline void conv_store_columns(const fbatch& x, std::int64_t count, float* out) {
@@ -347,48 +181,188 @@ inline void conv_depthwise_fold(std::int64_t vectors, const conv_depthwise_pass<
   conv_depthwise_tail<chains>(t, vectors, pass, filter, bias, epilogue, y);
 }
 
-/// y = act(bias + x (*) filter + residual) for planes of one window, one after the other on one
-/// thread: the layout (flat or de-interleaved), its padding and the tap offsets are set up once.
+/// The low (or, High, the high) halves of a and b interleaved: lane l of the result is lane
+/// h + l / 2 of a for even l, of b for odd l, h = 0 or width / 2.
+template <bool High, std::size_t... L>
+inline fbatch conv_interleave_halves(const fbatch& a, const fbatch& b, std::index_sequence<L...>) noexcept {
+  using reg = typename fbatch::register_type;
+  constexpr std::size_t half = High ? simd_width / 2 : 0;
+  return fbatch(__builtin_shufflevector(reg(a), reg(b), (half + L / 2 + L % 2 * simd_width)...));
+}
+
+/// Transposes the simd_width x simd_width matrix whose rows are v: log2(width) rounds of
+/// interleaving row i with row i + width / 2.
+inline void conv_transpose(std::array<fbatch, simd_width>& v) noexcept {
+  constexpr std::size_t half = simd_width / 2;
+  for (std::size_t round = 1; round < simd_width; round *= 2) {
+    std::array<fbatch, simd_width> t;
+    for (std::size_t i = 0; i < half; ++i) {
+      t[2 * i] = conv_interleave_halves<false>(v[i], v[i + half], std::make_index_sequence<simd_width>{});
+      t[2 * i + 1] = conv_interleave_halves<true>(v[i], v[i + half], std::make_index_sequence<simd_width>{});
+    }
+    v = t;
+  }
+}
+
+/// One plane of a depthwise convolution: input, filter (r * s taps), bias, output and the residual
+/// added before the activation (laid out like the output; null for none).
+struct conv_depthwise_plane {
+  const float* x;
+  const float* filter;
+  float bias;
+  float* y;
+  const float* residual;
+};
+
+/// The channel-blocked layout (see the top of this file) for `simd_width` planes of one window: the
+/// padded input, pixel (y, x) at input + (y * padded_w + x) * width; the output, pixel o at
+/// output + o * width; the filters, tap t at filters + t * width, then the biases.
+class conv_channel_block {
+ public:
+  /// Largest buffer that runs channel-blocked: 512 KiB, within L2 (56x56 planes, stride 1 and 2).
+  static constexpr std::int64_t max_floats = std::int64_t{1} << 17;
+
+  explicit conv_channel_block(const conv_plane_window& g)
+      : g_(g), padded_w_(g.w + 2 * g.pad_w), in_floats_((g.h + 2 * g.pad_h) * padded_w_ * width),
+        out_floats_(g.out_h * g.out_w * width), blocks_((g.out_w + max_chains - 1) / max_chains) {
+    pixel_at_.reserve(static_cast<std::size_t>(g.h * g.w));
+    for (std::int64_t y = 0; y < g.h; ++y)
+      for (std::int64_t x = 0; x < g.w; ++x) pixel_at_.push_back(((y + g.pad_h) * padded_w_ + x + g.pad_w) * width);
+    for (std::int64_t ry = 0; ry < g.r; ++ry)
+      for (std::int64_t sx = 0; sx < g.s; ++sx) tap_at_.push_back((ry * g.dil_h * padded_w_ + sx * g.dil_w) * width);
+  }
+
+  [[nodiscard]] std::int64_t floats() const { return in_floats_ + out_floats_ + (g_.r * g_.s + 1) * width; }
+  [[nodiscard]] bool fits() const { return floats() <= max_floats; }
+
+  /// Zeroes the buffer: the padding stays zero from one block to the next.
+  void prepare(float* buffer) const { std::fill_n(buffer, floats(), 0.0f); }
+
+  /// planes[0, count), count <= width, with activation `act`.
+  void operator()(const conv_depthwise_plane* planes, std::int64_t count, activation act, float* buffer) const {
+    float* const input = buffer;
+    float* const output = buffer + in_floats_;
+    float* const filters = output + out_floats_;
+    const std::int64_t taps = g_.r * g_.s;
+    for (std::int64_t c = 0; c < count; ++c) {
+      for (std::int64_t t = 0; t < taps; ++t) filters[t * width + c] = planes[c].filter[t];
+      filters[taps * width + c] = planes[c].bias;
+    }
+    // Input pixels, a vector of each plane at a time; a plane's last vector ends at its end.
+    const std::int64_t in_plane = g_.h * g_.w, in_step = std::min(width, in_plane);
+    for (std::int64_t next = 0; next < in_plane; next += in_step) {
+      const std::int64_t p = std::min(next, in_plane - in_step);
+      std::array<fbatch, simd_width> v;
+      for (std::int64_t c = 0; c < width; ++c)
+        v[c] = c < count ? conv_load_columns(planes[c].x + p, in_step) : fbatch(0.0f);
+      conv_transpose(v);
+      for (std::int64_t j = 0; j < in_step; ++j) v[j].store_aligned(input + pixel_at_[p + j]);
+    }
+    // Output rows in blocks of at most max_chains pixels, as even as the row allows.
+    const std::int64_t row_step = g_.stride_h * padded_w_ * width, column_step = g_.stride_w * width;
+    for (std::int64_t oy = 0; oy < g_.out_h; ++oy)
+      for (std::int64_t b = 0, ox = 0; b < blocks_; ++b) {
+        const std::int64_t pixels = (g_.out_w - ox) / (blocks_ - b);
+        pixel_block<max_chains>(pixels, input + oy * row_step + ox * column_step, column_step, filters,
+                                output + (oy * g_.out_w + ox) * width);
+        ox += pixels;
+      }
+    // Back to the planes, a vector of each at a time, with the epilogue on the transposed vectors.
+    const std::int64_t out_plane = g_.out_h * g_.out_w, out_step = std::min(width, out_plane);
+    for (std::int64_t next = 0; next < out_plane; next += out_step) {
+      const std::int64_t o = std::min(next, out_plane - out_step);
+      std::array<fbatch, simd_width> v;
+      for (std::int64_t j = 0; j < width; ++j) v[j] = fbatch::load_aligned(output + (o + std::min(j, out_step - 1)) * width);
+      conv_transpose(v);
+      for (std::int64_t c = 0; c < count; ++c) {
+        if (planes[c].residual != nullptr) v[c] = v[c] + conv_load_columns(planes[c].residual + o, out_step);
+        if (act != activation::none) v[c] = activate(act, v[c]);
+        conv_store_columns(v[c], out_step, planes[c].y + o);
+      }
+    }
+  }
+
+ private:
+  static constexpr auto width = static_cast<std::int64_t>(simd_width);
+  static constexpr std::int64_t max_chains = 8;
+
+  /// `pixels` adjacent output pixels of a row, each accumulating in its own register through all
+  /// taps (independent chains that hide the FMA latency).
+  template <std::int64_t Chains>
+  void pixel_block(std::int64_t pixels, const float* in, std::int64_t column_step, const float* filters,
+                   float* out) const {
+    if constexpr (Chains > 0) {
+      if (pixels == Chains)
+        chains(std::make_integer_sequence<std::int64_t, Chains>{}, in, column_step, filters, out);
+      else
+        pixel_block<Chains - 1>(pixels, in, column_step, filters, out);
+    }
+  }
+
+  template <std::int64_t... J>
+  void chains(std::integer_sequence<std::int64_t, J...>, const float* in, std::int64_t column_step,
+              const float* filters, float* out) const {
+    const std::int64_t taps = g_.r * g_.s;
+    std::array<fbatch, sizeof...(J)> acc;
+    const fbatch bias = fbatch::load_aligned(filters + taps * width);
+    ((acc[J] = bias), ...);
+    for (std::int64_t t = 0; t < taps; ++t) {
+      const fbatch weight = fbatch::load_aligned(filters + t * width);
+      const float* tap = in + tap_at_[static_cast<std::size_t>(t)];
+      ((acc[J] = xsimd::fma(weight, fbatch::load_aligned(tap + J * column_step), acc[J])), ...);
+    }
+    (acc[J].store_aligned(out + J * width), ...);
+  }
+
+  conv_plane_window g_;
+  std::int64_t padded_w_, in_floats_, out_floats_, blocks_;
+  std::vector<std::int64_t> pixel_at_;  // input pixel p -> its offset in the padded copy
+  std::vector<std::int64_t> tap_at_;    // tap t -> its offset from an output pixel's origin
+};
+
+/// y = act(bias + x (*) filter + residual) for planes of one window on one thread: the layout
+/// (channel-blocked or de-interleaved rows), its padding and the tap offsets are set up once.
 class conv_depthwise_kernel {
  public:
-  explicit conv_depthwise_kernel(const conv_plane_window& g)
-      : g_(g), layout_(g), flat_(layout_.fits(g)), phases_(g) {
-    const std::int64_t floats = flat_ ? layout_.floats(g) : phases_.floats();
-    copy_ = scratch(scratch_slot::conv_input, static_cast<std::size_t>(floats));
-    if (flat_)
-      layout_.prepare(g, copy_);
-    else
-      std::fill_n(copy_, floats, 0.0f);
+  explicit conv_depthwise_kernel(const conv_plane_window& g) : g_(g), block_(g), blocked_(block_.fits()), phases_(g) {
+    if (blocked_) {
+      buffer_ = scratch(scratch_slot::conv_input, static_cast<std::size_t>(block_.floats()));
+      block_.prepare(buffer_);
+      return;
+    }
+    const std::int64_t floats = phases_.floats();
+    buffer_ = scratch(scratch_slot::conv_input, static_cast<std::size_t>(floats));
+    std::fill_n(buffer_, floats, 0.0f);
     tap_offsets_.resize(static_cast<std::size_t>(g.r * g.s));
     for (std::int64_t ry = 0; ry < g.r; ++ry)
       for (std::int64_t sx = 0; sx < g.s; ++sx)
-        tap_offsets_[static_cast<std::size_t>(ry * g.s + sx)] =
-            flat_ ? layout_.tap_offset(g, ry, sx) : phases_.tap_offset(g, ry, sx);
+        tap_offsets_[static_cast<std::size_t>(ry * g.s + sx)] = phases_.tap_offset(g, ry, sx);
   }
 
-  /// One plane. Consecutive calls with the same x (several filters per channel) copy it once.
-  void operator()(const float* x, const float* filter, float bias, float* y, const conv_plane_epilogue& epilogue = {}) {
-    constexpr auto width = static_cast<std::int64_t>(simd_width);
-    if (x != last_x_) {
-      if (flat_)
-        layout_.write(g_, x, copy_);
-      else
-        conv_deinterleave_plane(g_, phases_, x, copy_);
-      last_x_ = x;
-    }
-    const std::int64_t taps = g_.r * g_.s, plane_end = g_.out_h * g_.out_w;
-    if (flat_) {
-      // The last vector ends at the plane's end, recomputing some of its predecessor's outputs
-      // (to the same bits): every store and residual load is a whole vector.
-      const std::int64_t last = plane_end - width;
-      const auto origin = [last](std::int64_t t) {
-        const std::int64_t at = std::min(t * width, last);
-        return conv_vector_origin{at, at};
-      };
-      conv_depthwise_fold(layout_.vectors,
-                          conv_depthwise_pass<decltype(origin)>{copy_, tap_offsets_.data(), taps, plane_end, origin},
-                          filter, bias, epilogue, y);
+  /// Planes plane(lo) .. plane(hi - 1), each a conv_depthwise_plane, with activation `act`.
+  template <class Planes>
+  void operator()(std::int64_t lo, std::int64_t hi, const Planes& plane, activation act) {
+    if (!blocked_) {
+      for (std::int64_t p = lo; p < hi; ++p) row_by_row(plane(p), act);
       return;
+    }
+    std::array<conv_depthwise_plane, simd_width> planes;
+    for (std::int64_t p = lo; p < hi;) {
+      const std::int64_t count = std::min(static_cast<std::int64_t>(simd_width), hi - p);
+      for (std::int64_t c = 0; c < count; ++c) planes[static_cast<std::size_t>(c)] = plane(p + c);
+      block_(planes.data(), count, act, buffer_);
+      p += count;
+    }
+  }
+
+ private:
+  /// One plane in the de-interleaved layout. Consecutive planes with the same x (several filters
+  /// per channel) copy it once.
+  void row_by_row(const conv_depthwise_plane& plane, activation act) {
+    constexpr auto width = static_cast<std::int64_t>(simd_width);
+    if (plane.x != last_x_) {
+      conv_deinterleave_plane(g_, phases_, plane.x, buffer_);
+      last_x_ = plane.x;
     }
     // Vector t covers row t / row_vectors, columns from (t % row_vectors) * width.
     const std::int64_t row_vectors = (g_.out_w + width - 1) / width;
@@ -397,17 +371,17 @@ class conv_depthwise_kernel {
       const std::int64_t row = t / row_vectors, col = t % row_vectors * width;
       return conv_vector_origin{row * row_step + col, row * out_w + col};
     };
-    conv_depthwise_fold(g_.out_h * row_vectors,
-                        conv_depthwise_pass<decltype(origin)>{copy_, tap_offsets_.data(), taps, plane_end, origin},
-                        filter, bias, epilogue, y);
+    conv_depthwise_fold(
+        g_.out_h * row_vectors,
+        conv_depthwise_pass<decltype(origin)>{buffer_, tap_offsets_.data(), g_.r * g_.s, g_.out_h * g_.out_w, origin},
+        plane.filter, plane.bias, conv_plane_epilogue{plane.residual, act}, plane.y);
   }
 
- private:
   conv_plane_window g_;
-  conv_flat_planes layout_;
-  bool flat_;
+  conv_channel_block block_;
+  bool blocked_;
   conv_phase_planes phases_;
-  float* copy_ = nullptr;
+  float* buffer_ = nullptr;
   const float* last_x_ = nullptr;
   std::vector<std::int64_t> tap_offsets_;
 };
