@@ -1,7 +1,8 @@
 // Direct convolution of planes by one r x s filter each: the depthwise case (one input channel per
 // group), where an im2col GEMM would have a reduction of only r * s and mostly pack.
 //
-// Planes up to 56x56 run channel-blocked: simd_width planes at once, each vector lane one plane.
+// Planes whose block fits 512 KiB (up to 56x56 with AVX-512) run channel-blocked: simd_width
+// planes at once, each vector lane one plane.
 // The planes are transposed in registers into a padded copy whose pixel (y, x) is one vector of the
 // planes' values, so every tap of every output pixel is one aligned vector load and one FMA with a
 // vector of the planes' filter values, at any stride and dilation: no lane is wasted on a plane's
