@@ -251,7 +251,7 @@ inline void conv2d_bias_activation(const conv2d_geometry& g, const float* input,
   if (cg == 1) {
     const detail::conv_plane_window window{g.h,      g.w,      g.out_h(), g.out_w(), g.r,     g.s,
                                            g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w};
-    // A plane's result does not depend on which planes are computed with it: nor on the thread count.
+    // A plane's result does not depend on which planes share its block, so not on the thread count.
     parallel_for(0, g.n * g.k, 4, [&](std::int64_t lo, std::int64_t hi) {
       const auto plane = [&](std::int64_t p) {
         const std::int64_t b = p / g.k, o = p % g.k;
