@@ -81,7 +81,13 @@ TEST_CASE("threads: gemm and matrix-vector products are bit-identical at 1-4 thr
                         // ranges starting inside a block.
                         shape{false, false, 20, 609, 600}, shape{false, true, 9, 1025, 70},
                         // op(A) packed once per k block, in parallel, and read by several column blocks.
-                        shape{true, false, 45, 609, 1100}}) {
+                        shape{true, false, 45, 609, 1100},
+                        // The tile split with every k block packed first: 7x7-plane-like columns (one
+                        // panel, a narrow one and a dot-product column), 3 k blocks, 13 row panels,
+                        // whose tiles 3 threads share unevenly; then a packed op(A).
+                        shape{false, false, 100, 49, 1100}, shape{true, false, 75, 196, 1300},
+                        // Operands too large to pack whole: the tile split packs per k block.
+                        shape{true, false, 3, 2600, 2600}}) {
     const auto a = random_floats(s.m * s.k, 1), b = random_floats(s.k * s.n, 2), c0 = random_floats(s.m * s.n, 3);
     check_bit_identical("gemm " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k), [&] {
       std::vector<float> c = c0;
@@ -103,6 +109,9 @@ TEST_CASE("threads: conv2d is bit-identical at 1-4 threads (one image, a batch, 
   };
   conv({.n = 1, .c = 16, .h = 20, .w = 20, .k = 24, .r = 3, .s = 3, .pad_h = 1, .pad_w = 1}, "3x3 pad 1");
   conv({.n = 1, .c = 40, .h = 15, .w = 13, .k = 33, .r = 3, .s = 3, .stride_h = 2, .stride_w = 2}, "3x3 stride 2");
+  // The padded copy of one image split by rows (3 planes of 27 rows: chunks start inside planes).
+  conv({.n = 1, .c = 3, .h = 25, .w = 31, .k = 16, .r = 7, .s = 7, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 3},
+       "7x7 stride 2 pad (1, 3) on 3 channels");
   conv({.n = 5, .c = 8, .h = 9, .w = 11, .k = 12, .r = 1, .s = 1}, "1x1 batch 5");
   conv({.n = 3, .c = 12, .h = 10, .w = 10, .k = 18, .r = 3, .s = 3, .pad_h = 1, .pad_w = 1, .groups = 3}, "groups 3");
 

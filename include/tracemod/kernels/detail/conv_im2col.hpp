@@ -4,8 +4,10 @@
 // copy when the convolution pads), so no read needs a bounds test.
 #pragma once
 
+#include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/detail/gemm_driver.hpp>
 #include <tracemod/kernels/detail/gemm_micro_kernel.hpp>
+#include <tracemod/kernels/detail/parallel_grain.hpp>
 #include <tracemod/kernels/simd.hpp>
 
 #include <algorithm>
@@ -28,21 +30,37 @@ struct im2col_source {
   std::int64_t stride_h, stride_w, dil_h, dil_w;
 };
 
-/// Copies `channels` planes of h x w into `dst` with pad_h / pad_w zero rows / columns on each side.
+/// Rows [first, last) of `channels` planes of h x w copied with pad_h / pad_w zero rows / columns on
+/// each side: the padded planes' rows counted across channels (h + 2 pad_h per plane), written to
+/// their places in `dst`, which holds all of them. Rows are independent, so threads may split them.
+inline void conv_pad_input_rows(const float* src, std::int64_t h, std::int64_t w, std::int64_t pad_h,
+                                std::int64_t pad_w, std::int64_t first, std::int64_t last, float* dst) {
+  const std::int64_t wp = w + 2 * pad_w, hp = h + 2 * pad_h;
+  std::int64_t ch = first / hp, y = first % hp - pad_h;  // the input row padded row r copies
+  for (std::int64_t r = first; r < last; ++r, ++y) {
+    if (y == h + pad_h) {
+      y = -pad_h;
+      ++ch;
+    }
+    float* row = dst + r * wp;
+    if (y < 0 || y >= h) {
+      std::fill_n(row, wp, 0.0f);
+      continue;
+    }
+    std::fill_n(row, pad_w, 0.0f);
+    std::copy_n(src + (ch * h + y) * w, w, row + pad_w);
+    std::fill_n(row + pad_w + w, pad_w, 0.0f);
+  }
+}
+
+/// Copies `channels` planes of h x w into `dst` with pad_h / pad_w zero rows / columns on each side,
+/// split across threads by rows when the caller runs on one (nested calls run serially).
 inline void conv_pad_input(const float* src, std::int64_t channels, std::int64_t h, std::int64_t w,
                            std::int64_t pad_h, std::int64_t pad_w, float* dst) {
-  const std::int64_t wp = w + 2 * pad_w;
-  const std::int64_t hp = h + 2 * pad_h;
-  for (std::int64_t ch = 0; ch < channels; ++ch, src += h * w, dst += hp * wp) {
-    std::fill_n(dst, pad_h * wp, 0.0f);
-    for (std::int64_t y = 0; y < h; ++y) {
-      float* row = dst + (pad_h + y) * wp;
-      std::fill_n(row, pad_w, 0.0f);
-      std::copy_n(src + y * w, w, row + pad_w);
-      std::fill_n(row + pad_w + w, pad_w, 0.0f);
-    }
-    std::fill_n(dst + (pad_h + h) * wp, pad_h * wp, 0.0f);
-  }
+  const std::int64_t wp = w + 2 * pad_w, hp = h + 2 * pad_h;
+  parallel_for(0, channels * hp, grain_in_items(grains().copy, wp), [&](std::int64_t first, std::int64_t last) {
+    conv_pad_input_rows(src, h, w, pad_h, pad_w, first, last, dst);
+  });
 }
 
 /// How one vector of a panel row is read. Its lanes are consecutive output positions; with unit

@@ -107,6 +107,10 @@ struct gemm_packed_block {
 inline constexpr std::int64_t gemm_column_split_min_panels = 4;
 inline constexpr std::int64_t gemm_column_split_imbalance_tenths = 11;
 
+/// Largest op(B) plus packed op(A), in bytes, that the multi-threaded tile split packs whole before
+/// computing (gemm_blocked): four L2s' worth, so the buffers stay within the caches of a few cores.
+[[nodiscard]] inline std::int64_t gemm_packed_whole_bytes() { return 4 * cache_sizes().l2; }
+
 /// C = alpha * op(A) op(B) + bias + beta * C for m, n, k > 0, where op(A) is `a` (m x k), op(B) (k x n)
 /// is either packed block by block as the driver goes (`b` a callable: b(dst, k0, kc, j0, nc) writes
 /// what gemm_pack_b would) or packed once beforehand (`b` a gemm_packed_b: no packing at all; the
@@ -124,10 +128,13 @@ inline constexpr std::int64_t gemm_column_split_imbalance_tenths = 11;
 ///   the whole product; each thread takes a contiguous range of panels over all of n, packs them
 ///   into its own buffer and runs every row panel against them, so what it packs stays in its own
 ///   cache and no thread waits for another's packing.
-/// - tile split otherwise: per k block, a packed op(A)'s row panels are packed in parallel into one
-///   shared buffer, once for all column blocks; per block of op(B), its panels are packed in
-///   parallel into another, then the block's output tiles (row panel x column panel, row-major)
-///   are split across threads.
+/// - tile split otherwise: the output tiles of each block (row panel x column panel, row-major) are
+///   split across threads, each thread taking the same share of every k block. When the packed
+///   operands fit in gemm_packed_whole_bytes(), op(B) and a packed op(A) are first packed whole in
+///   one region (split over (k block, panel) items), then one more region runs all the tiles. Else,
+///   per k block, a packed op(A)'s row panels are packed in parallel into one shared buffer, once for
+///   all column blocks; per block of op(B), its panels are packed in parallel into another, then the
+///   block's tiles are split.
 template <class PackB>
 inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const strided_matrix& a,
                          PackB&& pack_b, float beta, const float* bias, const strided_output& c,
@@ -214,6 +221,65 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
           for (std::int64_t panel = 0; panel < row_panels; ++panel) {
             for (std::int64_t t = first; t < std::min(last, blk.tiles); ++t) run_item(pb, panel, t, nullptr);
             if (dots) run_item(pb, panel, blk.tiles, nullptr);
+          }
+        }
+      }
+    });
+    return;
+  }
+
+  // Tile split with everything packed first, when more than one thread takes part: one region packs
+  // every k block of op(B) (laid out as gemm_packed_b) and of a packed op(A); a second runs the
+  // tiles, each thread taking the same share of every block's items through all k blocks. Two joins
+  // per call instead of two per k block (5 to 9 in a 14x14 or 7x7 convolution), and a 7x7 plane's
+  // two panels are packed on both threads, not on one. Each tile still sees the k blocks in
+  // ascending order, on one thread: the same bits.
+  const std::int64_t b_panel_count = (n + gemm_nr - 1) / gemm_nr;
+  const std::int64_t b_floats = prepacked ? 0 : gemm_packed_b_size(k, n);
+  const std::int64_t a_floats = a_in_place ? 0 : row_panels * gemm_mr * k;
+  const int workers =
+      parallel_chunk_count(0, row_panels * b_panel_count, grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * k));
+  if (workers > 1 && (b_floats + a_floats) * std::int64_t{sizeof(float)} <= gemm_packed_whole_bytes()) {
+    float* const b_whole = prepacked ? nullptr : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(b_floats));
+    float* const a_whole = a_in_place ? nullptr : scratch(scratch_slot::gemm_a_panels, static_cast<std::size_t>(a_floats));
+    // Pack items per k block: op(B)'s NR-wide panels (unless packed beforehand), then op(A)'s row
+    // panels (unless read in place).
+    const std::int64_t pack_items = (prepacked ? 0 : b_panel_count) + (a_in_place ? 0 : row_panels);
+    if (pack_items > 0)
+      parallel_for(0, (k + kc_max - 1) / kc_max * pack_items, grain_in_items(grains().gemm_flops, 32 * kc_max * gemm_nr),
+                   [&](std::int64_t lo, std::int64_t hi) {
+                     for (std::int64_t item = lo; item < hi; ++item) {
+                       const std::int64_t k0 = item / pack_items * kc_max, kc = std::min(kc_max, k - k0);
+                       const std::int64_t p = item % pack_items;
+                       if constexpr (!prepacked)
+                         if (p < b_panel_count) {
+                           pack_b(b_whole + p * gemm_nr * k + k0 * gemm_nr, k0, kc, p * gemm_nr,
+                                  std::min(gemm_nr, n - p * gemm_nr));
+                           continue;
+                         }
+                       const std::int64_t panel = prepacked ? p : p - b_panel_count;
+                       gemm_pack_a(a, panel * gemm_mr, std::min(gemm_mr, m - panel * gemm_mr), k0, kc,
+                                   a_whole + k0 * row_panels * gemm_mr + panel * gemm_mr * kc);
+                     }
+                   });
+    const float* const b_packed = prepacked ? packed_once(0, 0, 0) : b_whole;
+    parallel_for(0, workers, 1, [&](int worker, std::int64_t, std::int64_t) {
+      std::array<float, gemm_dot_columns * gemm_kc> columns;
+      for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
+        const std::int64_t kc = std::min(kc_max, k - k0);
+        for (std::int64_t j0 = 0; j0 < n; j0 += nc_max) {
+          const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
+          const std::int64_t items_per_row = blk.tiles + (blk.dot_columns > 0 ? 1 : 0);
+          const std::int64_t items = row_panels * items_per_row;
+          const gemm_packed_block pb{blk, k0, kc, b_packed + j0 * k + k0 * gemm_nr, 0, gemm_nr * k, columns.data()};
+          bool dots_copied = false;
+          for (std::int64_t item = items * worker / workers; item < items * (worker + 1) / workers; ++item) {
+            const std::int64_t t = item % items_per_row;
+            if (t == blk.tiles && !dots_copied) {
+              copy_dot_columns(pb, columns.data());
+              dots_copied = true;
+            }
+            run_item(pb, item / items_per_row, t, a_in_place ? nullptr : a_whole + k0 * row_panels * gemm_mr);
           }
         }
       }
