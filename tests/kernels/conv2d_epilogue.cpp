@@ -1,6 +1,6 @@
 // conv2d_bias_activation: bias, residual and activation applied as the conv stores its tiles, on
-// every path (im2col GEMM with one and several k blocks and dot-product columns, 1x1 GEMM direct and
-// transposed, depthwise, Winograd).
+// every path (im2col GEMM with one and several k blocks and dot-product columns, 1x1 GEMM on large
+// and small planes, depthwise, Winograd).
 #include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/conv2d.hpp>
 #include <tracemod/kernels/elementwise.hpp>
@@ -37,8 +37,8 @@ std::vector<epilogue_case> cases() {
   kern::conv2d_geometry deep{1, 128, 6, 6, 8, 3, 3};  // 1152 rows of k: several k blocks
   deep.pad_h = deep.pad_w = 1;
   kern::conv2d_geometry seven{1, 16, 9, 9, 10, 3, 3};  // 7x7 outputs: dot-product columns
-  kern::conv2d_geometry wide_1x1{2, 6, 12, 12, 9, 1, 1};  // many pixels: direct product
-  kern::conv2d_geometry narrow_1x1{1, 64, 7, 7, 40, 1, 1};  // few pixels: transposed product
+  kern::conv2d_geometry wide_1x1{2, 6, 12, 12, 9, 1, 1};
+  kern::conv2d_geometry narrow_1x1{1, 64, 7, 7, 40, 1, 1};  // 49 pixels: a half-width tile and a dot column
   kern::conv2d_geometry depthwise{2, 6, 10, 9, 6, 3, 3};
   depthwise.groups = 6;
   depthwise.pad_h = depthwise.pad_w = 1;
@@ -64,8 +64,8 @@ std::vector<epilogue_case> cases() {
   kern::conv2d_geometry grouped{1, 8, 8, 8, 12, 3, 3};
   grouped.groups = 4;
   return {{"im2col strided", strided},       {"im2col k blocks", deep},
-          {"im2col dot columns", seven},     {"1x1 direct", wide_1x1},
-          {"1x1 transposed", narrow_1x1},    {"depthwise", depthwise},
+          {"im2col dot columns", seven},     {"1x1 12x12", wide_1x1},
+          {"1x1 7x7", narrow_1x1},           {"depthwise", depthwise},
           {"depthwise strided", depthwise_strided}, {"depthwise 7x7", depthwise_7x7},
           {"depthwise 14x14 dilated", depthwise_14x14_dilated}, {"depthwise rows", depthwise_rows},
           {"winograd", winograd, algo::winograd},

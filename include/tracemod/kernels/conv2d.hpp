@@ -144,35 +144,19 @@ inline bool runs_winograd(const conv2d_geometry& g, conv2d_algorithm preferred, 
 }
 
 /// 1x1 convolution, stride 1, one group: per image, weight (k x c) times the input planes
-/// (c x pixels) as they lie in memory, with no im2col copy. With few pixels (7x7, 14x14) the product
-/// is computed transposed, so the vectors run over output channels.
+/// (c x pixels) as they lie in memory, with no im2col copy.
 inline void conv2d_pointwise(const conv2d_geometry& g, const float* input, const float* weight,
                              const conv2d_epilogue& e, float* out) {
-  const float* const bias = e.bias;
   const std::int64_t plane = g.h * g.w;
-  const strided_matrix a{weight, g.c, 1};
-  const auto packer = [](const strided_matrix& m) {
-    return [m](float* dst, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t nc) {
-      gemm_pack_b(m, k0, kc, j0, nc, dst);
-    };
-  };
   for (std::int64_t b = 0; b < g.n; ++b) {
     const strided_matrix columns{input + b * g.c * plane, plane, 1};
-    float* y = out + b * g.k * plane;
-    const float* residual = e.residual != nullptr ? e.residual + b * g.k * plane : nullptr;
-    const strided_output direct{y, plane, 1};
-    const strided_output transposed{y, 1, plane};
-    if (gemm_estimated_cycles(g.k, plane, g.c, a, columns, direct) <=
-        gemm_estimated_cycles(plane, g.k, g.c, columns.transposed(), a.transposed(), transposed)) {
-      gemm_blocked(g.k, plane, g.c, 1.0f, a, packer(columns), 0.0f, bias, direct, residual, e.act);
-    } else {
-      // The bias runs along the transposed product's columns, which the GEMM's epilogue does not
-      // add: it is written first and accumulated onto.
-      if (bias != nullptr)
-        for (std::int64_t o = 0; o < g.k; ++o) std::fill_n(y + o * plane, plane, bias[o]);
-      gemm_blocked(plane, g.k, g.c, 1.0f, columns.transposed(), packer(a.transposed()), bias != nullptr ? 1.0f : 0.0f,
-                   nullptr, transposed, residual, e.act);
-    }
+    gemm_blocked(
+        g.k, plane, g.c, 1.0f, strided_matrix{weight, g.c, 1},
+        [&columns](float* dst, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t nc) {
+          gemm_pack_b(columns, k0, kc, j0, nc, dst);
+        },
+        0.0f, e.bias, strided_output{out + b * g.k * plane, plane, 1},
+        e.residual != nullptr ? e.residual + b * g.k * plane : nullptr, e.act);
   }
 }
 
