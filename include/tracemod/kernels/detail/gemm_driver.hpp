@@ -164,8 +164,12 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     if (t < blk.tiles) {
       const std::int64_t jp = t * gemm_nr, cols = std::min(gemm_nr, blk.tiled - jp);
       epilogue.residual = residual_at(blk.j0 + jp);
+      // A row panel's first tile reads its rows of op(A) from memory, the others from L1: the first
+      // prefetches the next panel (when whole), which 1x1 convolutions' weights otherwise miss on.
+      const bool prefetch = a_in_place && t == pb.first_panel && i0 + 2 * gemm_mr <= m;
+      const float* next = prefetch ? a_src + gemm_mr * a.rs : nullptr;
       gemm_tile_update_for(rows, cols, !a_in_place)(kc, a_src, a.rs, pb.b + (t - pb.first_panel) * pb.panel_stride, cols,
-                                                    epilogue, c.data + i0 * c.rs + (blk.j0 + jp) * c.cs, c.rs, c.cs);
+                                                    epilogue, c.data + i0 * c.rs + (blk.j0 + jp) * c.cs, c.rs, c.cs, next);
       return;
     }
     for (std::int64_t d = 0; d < blk.dot_columns; ++d) {

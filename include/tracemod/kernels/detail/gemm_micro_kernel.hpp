@@ -27,15 +27,25 @@ struct alignas(buffer_alignment) gemm_tile {
 /// Tile rows I... of sum over k < kc of a(i, k) * b(k, :), over the first NV vectors of the panel.
 /// The accumulators are indexed only by constants (fold expressions, no loops, no lambdas), so they
 /// live in registers however the surrounding code gets inlined.
-template <bool Packed, std::int64_t NV, std::int64_t... I>
+/// With Prefetch, every other k step also prefetches a cache line of the gemm_mr rows at `next` (a_rs
+/// apart, kc floats each, op(A) read in place): by the last step the rows' first kc / 2 / gemm_mr
+/// lines each are on their way (all of them when gemm_mr is 8 and kc a multiple of 16), so the next
+/// row panel is in L1 when its first tile starts instead of missing on every line.
+template <bool Packed, std::int64_t NV, bool Prefetch, std::int64_t... I>
 inline void gemm_micro_kernel(std::integer_sequence<std::int64_t, I...>, std::int64_t kc, const float* a,
-                              std::int64_t a_rs, const float* b, gemm_tile& tile) {
+                              std::int64_t a_rs, const float* b, gemm_tile& tile, const float* next = nullptr) {
   static_assert(NV == 1 || NV == 2);
   constexpr auto w = static_cast<std::int64_t>(simd_width);
+  constexpr std::int64_t line = 64 / sizeof(float);
   const std::int64_t rs = Packed ? 1 : a_rs;
   constexpr std::int64_t cs = Packed ? gemm_mr : 1;
   std::array<fbatch, NV * sizeof...(I)> acc{};
   for (std::int64_t k = 0; k < kc; ++k, a += cs, b += gemm_nr) {
+    if constexpr (Prefetch) {
+      // Step 2s fetches line s / MR of row s % MR, while that line is within the rows' kc floats.
+      const std::int64_t step = k >> 1, column = step / gemm_mr * line;
+      if ((k & 1) == 0 && column < kc) __builtin_prefetch(next + step % gemm_mr * a_rs + column, 0, 3);
+    }
     const fbatch b0 = fbatch::load_aligned(b);
     if constexpr (NV == 1) {
       ((acc[I] = xsimd::fma(fbatch(a[I * rs]), b0, acc[I])), ...);
@@ -107,17 +117,27 @@ inline void gemm_store_tile(const gemm_tile& tile, std::int64_t rows, std::int64
 
 /// Accumulates a Rows x (NV * W) tile (a read as a[i * a_rs + k], or a[k * gemm_mr + i] when
 /// Packed; b a 64-byte aligned panel of gemm_nr floats per k) and merges its first cols columns into C
-/// (bias, if any, indexed from the tile's first row).
+/// (bias, if any, indexed from the tile's first row). A whole tile of an op(A) read in place
+/// prefetches the next row panel's rows from `next` unless it is null.
 template <std::int64_t Rows, bool Packed, std::int64_t NV>
 inline void gemm_tile_update(std::int64_t kc, const float* a, std::int64_t a_rs, const float* b, std::int64_t cols,
-                             const gemm_epilogue& e, float* c, std::int64_t rs_c, std::int64_t cs_c) {
+                             const gemm_epilogue& e, float* c, std::int64_t rs_c, std::int64_t cs_c,
+                             const float* next) {
   gemm_tile tile;
-  gemm_micro_kernel<Packed, NV>(std::make_integer_sequence<std::int64_t, Rows>{}, kc, a, a_rs, b, tile);
+  constexpr auto rows = std::make_integer_sequence<std::int64_t, Rows>{};
+  if constexpr (!Packed && Rows == gemm_mr) {
+    if (next != nullptr)
+      gemm_micro_kernel<Packed, NV, true>(rows, kc, a, a_rs, b, tile, next);
+    else
+      gemm_micro_kernel<Packed, NV, false>(rows, kc, a, a_rs, b, tile);
+  } else {
+    gemm_micro_kernel<Packed, NV, false>(rows, kc, a, a_rs, b, tile);
+  }
   gemm_store_tile(tile, Rows, cols, e, c, rs_c, cs_c);
 }
 
 using gemm_tile_fn = void (*)(std::int64_t, const float*, std::int64_t, const float*, std::int64_t,
-                              const gemm_epilogue&, float*, std::int64_t, std::int64_t);
+                              const gemm_epilogue&, float*, std::int64_t, std::int64_t, const float*);
 
 /// gemm_tile_update instantiations indexed by Rows - 1: partial row panels waste no flops.
 template <bool Packed, std::int64_t NV, std::int64_t... R>
