@@ -66,13 +66,15 @@ struct gemm_column_block {
   std::int64_t tiled;        ///< nc - dot_columns
   std::int64_t tiles;        ///< ceil(tiled / NR)
   std::int64_t panels;       ///< ceil(nc / NR): the tiles' panels and the one holding the dot columns
+  std::int64_t items_per_row;  ///< work items of a row panel: its tiles, then (if any) its dot columns
 
   gemm_column_block(std::int64_t j0_, std::int64_t nc_, bool a_in_place)
       : j0(j0_), nc(nc_),
         dot_columns(a_in_place && nc_ % static_cast<std::int64_t>(simd_width) <= gemm_dot_columns
                         ? nc_ % static_cast<std::int64_t>(simd_width)
                         : 0),
-        tiled(nc_ - dot_columns), tiles((tiled + gemm_nr - 1) / gemm_nr), panels((nc_ + gemm_nr - 1) / gemm_nr) {}
+        tiled(nc_ - dot_columns), tiles((tiled + gemm_nr - 1) / gemm_nr), panels((nc_ + gemm_nr - 1) / gemm_nr),
+        items_per_row(tiles + (dot_columns > 0 ? 1 : 0)) {}
 };
 
 /// op(B) (k x n) packed once for every later product, instead of by each call: gemm_pack_b(b, 0, k,
@@ -273,8 +275,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
         const std::int64_t kc = std::min(kc_max, k - k0);
         for (std::int64_t j0 = 0; j0 < n; j0 += nc_max) {
           const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
-          const std::int64_t items_per_row = blk.tiles + (blk.dot_columns > 0 ? 1 : 0);
-          const std::int64_t items = row_panels * items_per_row;
+          const std::int64_t items_per_row = blk.items_per_row, items = row_panels * items_per_row;
           const gemm_packed_block pb{blk, k0, kc, b_packed + j0 * k + k0 * gemm_nr, 0, gemm_nr * k, columns.data()};
           bool dots_copied = false;
           for (std::int64_t item = items * worker / workers; item < items * (worker + 1) / workers; ++item) {
@@ -320,8 +321,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
       const gemm_packed_block pb{blk, k0, kc, prepacked ? packed_once(j0, k0, 0) : b_panels,
                                  0,   gemm_nr * (prepacked ? k : kc), columns.data()};
       copy_dot_columns(pb, columns.data());
-      // Work items of a row panel: its tiles, then (if any) its dot-product columns.
-      const std::int64_t items_per_row = blk.tiles + (blk.dot_columns > 0 ? 1 : 0);
+      const std::int64_t items_per_row = blk.items_per_row;
       parallel_for(0, row_panels * items_per_row, grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * kc),
                    [&](std::int64_t lo, std::int64_t hi) {
                      for (std::int64_t item = lo; item < hi; ++item)
