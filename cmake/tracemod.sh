@@ -40,10 +40,21 @@ run_fuzzers() {
     -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
   cmake --build build/fuzz -j "$jobs" --target fuzz_load fuzz_npy
   mkdir -p build/fuzz/corpus/load build/fuzz/corpus/npy
+  # Each harness is one process on one core: the two run side by side, and the step fails if either does.
   ./build/fuzz/tests/fuzz_load -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
-    build/fuzz/corpus/load tests/data/serialize
+    build/fuzz/corpus/load tests/data/serialize > build/fuzz/fuzz_load.log 2>&1 &
+  local load=$!
   ./build/fuzz/tests/fuzz_npy -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
-    build/fuzz/corpus/npy tests/data/conv2d
+    build/fuzz/corpus/npy tests/data/conv2d > build/fuzz/fuzz_npy.log 2>&1 &
+  local npy=$! status=0
+  wait "$load" || status=1
+  wait "$npy" || status=$((status | 2))
+  tail -n 8 build/fuzz/fuzz_load.log build/fuzz/fuzz_npy.log
+  if [ "$status" -ne 0 ]; then
+    [ $((status & 1)) -eq 0 ] || { echo "fuzz_load failed:"; tail -n 60 build/fuzz/fuzz_load.log; }
+    [ $((status & 2)) -eq 0 ] || { echo "fuzz_npy failed:"; tail -n 60 build/fuzz/fuzz_npy.log; }
+    return 1
+  fi
 }
 
 configure() {  # configure <build dir> <cmake args...>
