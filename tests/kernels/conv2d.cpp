@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -171,6 +172,58 @@ TEST_CASE("conv2d: plain, padded, strided, dilated, non-square, batched") {
     check_conv(g, true);
     check_conv(g, false);
   }
+}
+
+TEST_CASE("conv2d: 1x1 with at most 32 input channels (op(B) read in place), every epilogue") {
+  // Edges of the small-k path: 1 and 32 channels (33 takes the blocked GEMM), whole and partial row
+  // panels, planes of exactly one column panel, one and a half (a two-vector partial panel), under
+  // one vector, several panels plus a one-vector remainder, one panel plus 22 columns; a batch of two.
+  const std::vector<kern::conv2d_geometry> cases = {
+      geometry(1, 1, 4, 8, 8, 1, 1),   geometry(2, 32, 3, 11, 9, 1, 1), geometry(1, 33, 4, 8, 16, 1, 1),
+      geometry(1, 16, 5, 1, 17, 1, 1), geometry(1, 24, 6, 17, 3, 1, 1), geometry(2, 7, 4, 12, 8, 1, 1),
+      geometry(1, 5, 6, 9, 10, 1, 1),
+  };
+  for (const auto& g : cases)
+    for (const bool with_bias : {false, true})
+      for (const bool with_residual : {false, true})
+        for (const auto act : {kern::activation::none, kern::activation::relu, kern::activation::relu6}) {
+          CAPTURE(describe(g));
+          CAPTURE(with_bias);
+          CAPTURE(with_residual);
+          CAPTURE(static_cast<int>(act));
+          std::mt19937 gen(static_cast<unsigned>(g.c * 131 + g.k * 17 + g.h * 7 + g.w));
+          const std::int64_t out_size = g.n * g.k * g.h * g.w;
+          const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);
+          const auto weight = random_buffer(g.k * g.c, gen);
+          const auto bias = random_buffer(g.k, gen);
+          auto residual = random_buffer(out_size, gen);
+          for (float& x : residual) x *= 8.0f;  // both clamps of relu6 happen
+          const auto abs_input = absolute(input), abs_weight = absolute(weight), abs_bias = absolute(bias);
+          std::vector<float> out(static_cast<std::size_t>(out_size + 2), sentinel);
+          std::vector<float> expected(static_cast<std::size_t>(out_size)), magnitude(expected.size());
+          kern::conv2d_bias_activation(g, input.data() + 1, weight.data() + 1,
+                                       {with_bias ? bias.data() + 1 : nullptr,
+                                        with_residual ? residual.data() + 1 : nullptr, act},
+                                       out.data() + 1);
+          kern::conv2d_reference(g, input.data() + 1, weight.data() + 1, with_bias ? bias.data() + 1 : nullptr,
+                                 expected.data());
+          kern::conv2d_reference(g, abs_input.data() + 1, abs_weight.data() + 1,
+                                 with_bias ? abs_bias.data() + 1 : nullptr, magnitude.data());
+          for (std::int64_t i = 0; i < out_size; ++i) {
+            const auto at = static_cast<std::size_t>(i);
+            float want = expected[at] + (with_residual ? residual[at + 1] : 0.0f);
+            if (act != kern::activation::none) want = std::max(want, 0.0f);
+            if (act == kern::activation::relu6) want = std::min(want, 6.0f);
+            const float got = out[at + 1];
+            if (std::abs(got - want) > 1e-5f * (magnitude[at] + (with_residual ? 8.0f : 0.0f)) + 1e-30f) {
+              CAPTURE(i);
+              CHECK(got == doctest::Approx(want));
+              break;
+            }
+          }
+          CHECK(out.front() == sentinel);
+          CHECK(out.back() == sentinel);
+        }
 }
 
 TEST_CASE("conv2d: grouped and depthwise") {

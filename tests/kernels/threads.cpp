@@ -113,6 +113,8 @@ TEST_CASE("threads: conv2d is bit-identical at 1-4 threads (one image, a batch, 
   conv({.n = 1, .c = 3, .h = 25, .w = 31, .k = 16, .r = 7, .s = 7, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 3},
        "7x7 stride 2 pad (1, 3) on 3 channels");
   conv({.n = 5, .c = 8, .h = 9, .w = 11, .k = 12, .r = 1, .s = 1}, "1x1 batch 5");
+  // Few input channels (gemm_small_k): threads split 7 whole column panels and a partial one.
+  conv({.n = 1, .c = 32, .h = 15, .w = 16, .k = 20, .r = 1, .s = 1}, "1x1 on 32 channels");
   conv({.n = 3, .c = 12, .h = 10, .w = 10, .k = 18, .r = 3, .s = 3, .pad_h = 1, .pad_w = 1, .groups = 3}, "groups 3");
 
   // One image on a large plane, forced direct: one GEMM with many column panels, split by columns,
@@ -124,6 +126,15 @@ TEST_CASE("threads: conv2d is bit-identical at 1-4 threads (one image, a batch, 
     auto y = out_of(g.n * g.k * g.out_h() * g.out_w());
     k::conv2d_bias_activation(g, x.data(), w.data(), {bias.data(), residual.data(), k::activation::relu}, y.data(),
                               k::conv2d_algorithm::direct);
+    return y;
+  });
+  // The same with the epilogue on the small-k 1x1 path (16 input channels).
+  const k::conv2d_geometry p{.n = 1, .c = 16, .h = 9, .w = 30, .k = 17, .r = 1, .s = 1};
+  const auto px = random_floats(p.c * p.h * p.w, 11), pw = random_floats(p.k * p.c, 12);
+  const auto pbias = random_floats(p.k, 13), pres = random_floats(p.k * p.h * p.w, 14);
+  check_bit_identical("conv2d 1x1 on 16 channels with residual and relu6", [&] {
+    auto y = out_of(p.k * p.h * p.w);
+    k::conv2d_bias_activation(p, px.data(), pw.data(), {pbias.data(), pres.data(), k::activation::relu6}, y.data());
     return y;
   });
 }

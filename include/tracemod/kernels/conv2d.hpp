@@ -9,6 +9,7 @@
 #include <tracemod/kernels/detail/conv_im2col.hpp>
 #include <tracemod/kernels/detail/conv_winograd.hpp>
 #include <tracemod/kernels/detail/gemm_driver.hpp>
+#include <tracemod/kernels/detail/gemm_small_k.hpp>
 #include <tracemod/kernels/detail/gemm_workspace.hpp>
 #include <tracemod/kernels/detail/parallel_grain.hpp>
 
@@ -144,12 +145,19 @@ inline bool runs_winograd(const conv2d_geometry& g, conv2d_algorithm preferred, 
 }
 
 /// 1x1 convolution, stride 1, one group: per image, weight (k x c) times the input planes
-/// (c x pixels) as they lie in memory, with no im2col copy.
+/// (c x pixels) as they lie in memory, with no im2col copy. With at most gemm_small_k_max input
+/// channels the tiles store from registers (gemm_small_k), else gemm_blocked.
 inline void conv2d_pointwise(const conv2d_geometry& g, const float* input, const float* weight,
                              const conv2d_epilogue& e, float* out) {
   const std::int64_t plane = g.h * g.w;
   for (std::int64_t b = 0; b < g.n; ++b) {
     const strided_matrix columns{input + b * g.c * plane, plane, 1};
+    if (g.c <= gemm_small_k_max) {
+      gemm_small_k(g.k, plane, g.c, strided_matrix{weight, g.c, 1}, columns, e.bias,
+                   strided_output{out + b * g.k * plane, plane, 1},
+                   e.residual != nullptr ? e.residual + b * g.k * plane : nullptr, e.act);
+      continue;
+    }
     gemm_blocked(
         g.k, plane, g.c, 1.0f, strided_matrix{weight, g.c, 1},
         [&columns](float* dst, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t nc) {
