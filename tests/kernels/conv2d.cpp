@@ -174,7 +174,7 @@ TEST_CASE("conv2d: plain, padded, strided, dilated, non-square, batched") {
   }
 }
 
-TEST_CASE("conv2d: 1x1 with at most 32 input channels (op(B) read in place), every epilogue") {
+TEST_CASE("conv2d: 1x1 with at most 32 input channels (gemm_small_k), every epilogue") {
   // Edges of the small-k path: 1 and 32 channels (33 takes the blocked GEMM), whole and partial row
   // panels, planes of exactly one column panel, one and a half (a two-vector partial panel), under
   // one vector, several panels plus a one-vector remainder, one panel plus 22 columns; a batch of two.
