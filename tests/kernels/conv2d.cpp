@@ -304,6 +304,14 @@ TEST_CASE("conv2d: depthwise on small planes (7x7, 14x14), channel-blocked") {
   auto multiplier = depthwise(3, 7, 7, 3, 1, 1, 1);  // three filters per channel share a copy
   multiplier.k = 9;
   check_conv(multiplier, true);
+  // Outputs of 8 to 16 cache lines: each block prefetches the next block's output planes, across
+  // the two images and into a partial last block.
+  check_conv(depthwise(37, 14, 14, 3, 1, 1, 1), true);
+  check_conv(depthwise(37, 28, 28, 3, 2, 1, 1), false);
+  check_conv(depthwise(21, 12, 12, 3, 1, 1, 1), true);
+  auto wide_multiplier = depthwise(7, 14, 14, 3, 1, 1, 1);  // 21 planes of 14x14 from 7 inputs
+  wide_multiplier.k = 21;
+  check_conv(wide_multiplier, true);
 }
 
 TEST_CASE("conv2d: depthwise on planes too large to block, row by row, at strides 1 to 3 and dilated") {

@@ -51,6 +51,9 @@ std::vector<epilogue_case> cases() {
   depthwise_14x14_dilated.groups = 5;
   depthwise_14x14_dilated.pad_h = depthwise_14x14_dilated.pad_w = 2;
   depthwise_14x14_dilated.dil_h = depthwise_14x14_dilated.dil_w = 2;
+  kern::conv2d_geometry depthwise_14x14_blocks{2, 37, 14, 14, 37, 3, 3};  // output prefetch, partial block
+  depthwise_14x14_blocks.groups = 37;
+  depthwise_14x14_blocks.pad_h = depthwise_14x14_blocks.pad_w = 1;
   kern::conv2d_geometry depthwise_rows{1, 3, 70, 70, 3, 3, 3};  // too large to block: row by row
   depthwise_rows.groups = 3;
   depthwise_rows.pad_h = depthwise_rows.pad_w = 1;
@@ -67,7 +70,8 @@ std::vector<epilogue_case> cases() {
           {"im2col dot columns", seven},     {"1x1 12x12", wide_1x1},
           {"1x1 7x7", narrow_1x1},           {"depthwise", depthwise},
           {"depthwise strided", depthwise_strided}, {"depthwise 7x7", depthwise_7x7},
-          {"depthwise 14x14 dilated", depthwise_14x14_dilated}, {"depthwise rows", depthwise_rows},
+          {"depthwise 14x14 dilated", depthwise_14x14_dilated}, {"depthwise 14x14 blocks", depthwise_14x14_blocks},
+          {"depthwise rows", depthwise_rows},
           {"winograd", winograd, algo::winograd},
           {"grouped", grouped},              {"winograd automatic", winograd, algo::automatic},
           {"winograd k blocks", winograd_deep, algo::winograd}};

@@ -116,6 +116,13 @@ TEST_CASE("threads: conv2d is bit-identical at 1-4 threads (one image, a batch, 
   // Few input channels (gemm_small_k): threads split 7 whole column panels and a partial one.
   conv({.n = 1, .c = 32, .h = 15, .w = 16, .k = 20, .r = 1, .s = 1}, "1x1 on 32 channels");
   conv({.n = 3, .c = 12, .h = 10, .w = 10, .k = 18, .r = 3, .s = 3, .pad_h = 1, .pad_w = 1, .groups = 3}, "groups 3");
+  // Depthwise, channel-blocked, with the next block's outputs prefetched: chunks split the 74 planes
+  // into blocks at different planes per thread count.
+  conv({.n = 2, .c = 37, .h = 14, .w = 14, .k = 37, .r = 3, .s = 3, .pad_h = 1, .pad_w = 1, .groups = 37},
+       "depthwise 14x14");
+  conv({.n = 1, .c = 40, .h = 28, .w = 29, .k = 40, .r = 3, .s = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1,
+        .pad_w = 1, .groups = 40},
+       "depthwise 28x29 stride 2");
 
   // One image on a large plane, forced direct: one GEMM with many column panels, split by columns,
   // with a residual and relu applied by whichever thread stores the last k block.

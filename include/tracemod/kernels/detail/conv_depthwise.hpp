@@ -1,8 +1,8 @@
 // Direct convolution of planes by one r x s filter each: the depthwise case (one input channel per
 // group), where an im2col GEMM would have a reduction of only r * s and mostly pack.
 //
-// Planes whose block fits 512 KiB (up to 56x56 with AVX-512) run channel-blocked: simd_width
-// planes at once, each vector lane one plane.
+// Planes whose block fits half of L2 (up to 56x56 with AVX-512 and a 1 MiB L2) run channel-blocked:
+// simd_width planes at once, each vector lane one plane.
 // The planes are transposed in registers into a padded copy whose pixel (y, x) is one vector of the
 // planes' values, so every tap of every output pixel is one aligned vector load and one FMA with a
 // vector of the planes' filter values, at any stride and dilation: no lane is wasted on a plane's
@@ -22,6 +22,7 @@
 #pragma once
 
 #include <tracemod/kernels/detail/activation.hpp>
+#include <tracemod/kernels/detail/cache_sizes.hpp>
 #include <tracemod/kernels/detail/gemm_workspace.hpp>
 #include <tracemod/kernels/simd.hpp>
 
@@ -37,6 +38,8 @@ struct conv_plane_window {
   std::int64_t h, w, out_h, out_w;
   std::int64_t r, s;
   std::int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+
+  bool operator==(const conv_plane_window&) const = default;
 };
 
 /// The padded, de-interleaved copy of a plane: phase p, row y, column q at
@@ -121,26 +124,32 @@ struct conv_plane_epilogue {
   activation act = activation::none;
 };
 
-/// Where output vector t of a plane reads its taps from (offset into the copy) and stores to.
+/// Where an output vector of a plane reads its taps from (offset into the copy) and stores to.
 struct conv_vector_origin {
   std::int64_t input, output;
 };
 
-/// One plane's computation: the copy, the tap offsets from a vector's origin, and where each
-/// vector starts.
-template <class Origin>
+/// One plane's computation in the de-interleaved layout: the copy, the tap offsets from a vector's
+/// origin, and the vectors' grid.
 struct conv_depthwise_pass {
   const float* copy;
   const std::int64_t* tap_offsets;
-  std::int64_t taps, plane_end;  // plane_end: out_h * out_w
-  Origin origin;                 // vector index -> conv_vector_origin
+  std::int64_t taps;
+  std::int64_t row_vectors, row_step, out_w;
+  std::int64_t plane_end;  // out_h * out_w
+
+  /// Vector t covers output row t / row_vectors, columns from (t % row_vectors) * simd_width.
+  [[nodiscard]] conv_vector_origin origin(std::int64_t t) const {
+    const std::int64_t row = t / row_vectors, col = t % row_vectors * static_cast<std::int64_t>(simd_width);
+    return {row * row_step + col, row * out_w + col};
+  }
 };
 
 /// Output vectors t0 + J of a plane: each accumulates in its own register through all taps, so the
 /// J independent chains hide the FMA latency. The epilogue runs on the registers.
-template <class Origin, std::int64_t... J>
+template <std::int64_t... J>
 inline void conv_depthwise_vectors(std::integer_sequence<std::int64_t, J...>, std::int64_t t0,
-                                   const conv_depthwise_pass<Origin>& pass, const float* filter, float bias,
+                                   const conv_depthwise_pass& pass, const float* filter, float bias,
                                    const conv_plane_epilogue& epilogue, float* y) {
   constexpr auto width = static_cast<std::int64_t>(simd_width);
   const std::array<conv_vector_origin, sizeof...(J)> origin{pass.origin(t0 + J)...};
@@ -162,8 +171,8 @@ inline void conv_depthwise_vectors(std::integer_sequence<std::int64_t, J...>, st
 }
 
 /// Vectors [t, vectors) of a plane, fewer than `Chains`: one fold of exactly that many chains.
-template <std::int64_t Chains, class Origin>
-inline void conv_depthwise_tail(std::int64_t t, std::int64_t vectors, const conv_depthwise_pass<Origin>& pass,
+template <std::int64_t Chains>
+inline void conv_depthwise_tail(std::int64_t t, std::int64_t vectors, const conv_depthwise_pass& pass,
                                 const float* filter, float bias, const conv_plane_epilogue& epilogue, float* y) {
   if constexpr (Chains > 1) {
     if (vectors - t == Chains - 1)
@@ -175,8 +184,7 @@ inline void conv_depthwise_tail(std::int64_t t, std::int64_t vectors, const conv
 }
 
 /// All `vectors` output vectors of a plane, eight chains at a time, the rest in one fold.
-template <class Origin>
-inline void conv_depthwise_fold(std::int64_t vectors, const conv_depthwise_pass<Origin>& pass, const float* filter,
+inline void conv_depthwise_fold(std::int64_t vectors, const conv_depthwise_pass& pass, const float* filter,
                                 float bias, const conv_plane_epilogue& epilogue, float* y) {
   constexpr std::int64_t chains = 8;
   std::int64_t t = 0;
@@ -218,34 +226,94 @@ struct conv_depthwise_plane {
   const float* residual;
 };
 
+/// The offsets of a window's taps from an output's origin in one layout, row-major: tap (ry, sx)
+/// at ry * s + sx is offset(ry, sx). Kept per thread and per call site (the type of `offset`), and
+/// recomputed only when the window changes, so a call allocates nothing. Valid until the next call
+/// from the same site on the same thread.
+template <class Offset>
+inline const std::int64_t* conv_tap_offsets(const conv_plane_window& g, const Offset& offset) {
+  struct table {
+    conv_plane_window g{};
+    std::vector<std::int64_t> offsets;
+  };
+  thread_local table cached;
+  if (cached.offsets.empty() || cached.g != g) {
+    cached.g = g;
+    cached.offsets.resize(static_cast<std::size_t>(g.r * g.s));
+    for (std::int64_t ry = 0; ry < g.r; ++ry)
+      for (std::int64_t sx = 0; sx < g.s; ++sx)
+        cached.offsets[static_cast<std::size_t>(ry * g.s + sx)] = offset(ry, sx);
+  }
+  return cached.offsets.data();
+}
+
+/// Prefetches, for writing, the output planes of the block after the current one while the current
+/// one computes, a share of the lines per output row (step()). The simd_width planes of a block are
+/// written as as many interleaved streams; when each is only a few lines long the hardware
+/// prefetcher does not pick them up, and a cold output (the network's case) misses on every line.
+/// Only for planes stored one after the other (a depthwise layer's) of 8 to 16 lines, where it
+/// measured faster (MobileNetV2's 14x14 outputs, chained: 15-25 %); on 7x7 outputs it gained
+/// nothing and cost 5-10 % with the outputs in cache, on 28x28 and larger it lost.
+class conv_output_prefetch {
+ public:
+  static constexpr std::int64_t min_plane_floats = 128, max_plane_floats = 256;
+
+  conv_output_prefetch(const conv_depthwise_plane* next, std::int64_t next_count, std::int64_t out_plane,
+                       std::int64_t steps) {
+    if (next_count == 0 || out_plane < min_plane_floats || out_plane > max_plane_floats) return;
+    for (std::int64_t c = 1; c < next_count; ++c)
+      if (next[c].y != next[0].y + c * out_plane) return;
+    line_ = next[0].y;
+    end_ = line_ + next_count * out_plane;
+    per_step_ = ((end_ - line_ + line_floats - 1) / line_floats + steps - 1) / steps * line_floats;
+  }
+
+  void step() {
+    const float* const stop = std::min(end_, line_ + per_step_);
+    for (; line_ < stop; line_ += line_floats) __builtin_prefetch(line_, 1, 2);
+  }
+
+ private:
+  static constexpr std::int64_t line_floats = 16;  // 64-byte lines
+  const float* line_ = nullptr;
+  const float* end_ = nullptr;
+  std::int64_t per_step_ = 0;
+};
+
 /// The channel-blocked layout (see the top of this file) for `simd_width` planes of one window: the
 /// padded input, pixel (y, x) at input + (y * padded_w + x) * width; the output, pixel o at
 /// output + o * width; the filters, tap t at filters + t * width, then the biases.
 class conv_channel_block {
  public:
-  /// Largest buffer that runs channel-blocked: 512 KiB, within L2 (56x56 planes, stride 1 and 2).
-  static constexpr std::int64_t max_floats = std::int64_t{1} << 17;
+  /// Largest buffer that runs channel-blocked: half of L2 (the planes streaming in and out use the
+  /// rest), 512 KiB with a 1 MiB L2: up to 56x56 planes at stride 1 and 2 with AVX-512.
+  [[nodiscard]] static std::int64_t max_floats() {
+    return cache_sizes().l2 / 2 / static_cast<std::int64_t>(sizeof(float));
+  }
 
-  /// The tables are built only for a window that fits.
+  /// The tap table is set up only for a window that fits.
   explicit conv_channel_block(const conv_plane_window& g)
       : g_(g), padded_w_(g.w + 2 * g.pad_w), in_floats_((g.h + 2 * g.pad_h) * padded_w_ * width),
         out_floats_(g.out_h * g.out_w * width), blocks_((g.out_w + max_chains - 1) / max_chains) {
-    if (!fits()) return;
-    pixel_at_.reserve(static_cast<std::size_t>(g.h * g.w));
-    for (std::int64_t y = 0; y < g.h; ++y)
-      for (std::int64_t x = 0; x < g.w; ++x) pixel_at_.push_back(((y + g.pad_h) * padded_w_ + x + g.pad_w) * width);
-    for (std::int64_t ry = 0; ry < g.r; ++ry)
-      for (std::int64_t sx = 0; sx < g.s; ++sx) tap_at_.push_back((ry * g.dil_h * padded_w_ + sx * g.dil_w) * width);
+    if (fits())
+      tap_at_ = conv_tap_offsets(g, [this](std::int64_t ry, std::int64_t sx) {
+        return (ry * g_.dil_h * padded_w_ + sx * g_.dil_w) * width;
+      });
   }
 
   [[nodiscard]] std::int64_t floats() const { return in_floats_ + out_floats_ + (g_.r * g_.s + 1) * width; }
-  [[nodiscard]] bool fits() const { return floats() <= max_floats; }
+  [[nodiscard]] bool fits() const { return floats() <= max_floats(); }
 
   /// Zeroes the buffer: the padding stays zero from one block to the next.
   void prepare(float* buffer) const { std::fill_n(buffer, floats(), 0.0f); }
 
-  /// planes[0, count), count <= width, with activation `act`.
-  void operator()(const conv_depthwise_plane* planes, std::int64_t count, activation act, float* buffer) const {
+  /// planes[0, count), count <= width, with activation `act`; prefetches next[0, next_count) (the
+  /// planes of the following call, none if next_count is 0) while it computes. Not inlined, nor is
+  /// the row-by-row plane: inlined into one caller, GCC 12 spilled the row-by-row accumulators to
+  /// the stack (the 112x112 layers 2x slower) and the channel-blocked code lost 10-25 %.
+  [[gnu::noinline]] void operator()(const conv_depthwise_plane* planes, std::int64_t count,
+                                    const conv_depthwise_plane* next, std::int64_t next_count, activation act,
+                                    float* buffer) const {
     float* const input = buffer;
     float* const output = buffer + in_floats_;
     float* const filters = output + out_floats_;
@@ -254,29 +322,42 @@ class conv_channel_block {
       for (std::int64_t t = 0; t < taps; ++t) filters[t * width + c] = planes[c].filter[t];
       filters[taps * width + c] = planes[c].bias;
     }
-    // Input pixels, a vector of each plane at a time; a plane's last vector ends at its end.
+    // Input pixels, a vector of each plane at a time; a plane's last vector ends at its end. Pixel
+    // (y, x) goes to padded pixel (y + pad_h, x + pad_w).
     const std::int64_t in_plane = g_.h * g_.w, in_step = std::min(width, in_plane);
-    for (std::int64_t next = 0; next < in_plane; next += in_step) {
-      const std::int64_t p = std::min(next, in_plane - in_step);
+    for (std::int64_t next_pixel = 0; next_pixel < in_plane; next_pixel += in_step) {
+      const std::int64_t p = std::min(next_pixel, in_plane - in_step);
       std::array<fbatch, simd_width> v;
       for (std::int64_t c = 0; c < width; ++c)
         v[c] = c < count ? conv_load_columns(planes[c].x + p, in_step) : fbatch(0.0f);
       conv_transpose(v);
-      for (std::int64_t j = 0; j < in_step; ++j) v[j].store_aligned(input + pixel_at_[p + j]);
+      std::int64_t x = p % g_.w;
+      float* to = input + ((p / g_.w + g_.pad_h) * padded_w_ + x + g_.pad_w) * width;
+      for (std::int64_t j = 0; j < in_step; ++j) {
+        v[j].store_aligned(to);
+        to += width;
+        if (++x == g_.w) {
+          x = 0;
+          to += 2 * g_.pad_w * width;
+        }
+      }
     }
     // Output rows in blocks of at most max_chains pixels, as even as the row allows.
+    conv_output_prefetch prefetch(next, next_count, g_.out_h * g_.out_w, g_.out_h);
     const std::int64_t row_step = g_.stride_h * padded_w_ * width, column_step = g_.stride_w * width;
-    for (std::int64_t oy = 0; oy < g_.out_h; ++oy)
+    for (std::int64_t oy = 0; oy < g_.out_h; ++oy) {
+      prefetch.step();
       for (std::int64_t b = 0, ox = 0; b < blocks_; ++b) {
         const std::int64_t pixels = (g_.out_w - ox) / (blocks_ - b);
         pixel_block<max_chains>(pixels, input + oy * row_step + ox * column_step, column_step, filters,
                                 output + (oy * g_.out_w + ox) * width);
         ox += pixels;
       }
+    }
     // Back to the planes, a vector of each at a time, with the epilogue on the transposed vectors.
     const std::int64_t out_plane = g_.out_h * g_.out_w, out_step = std::min(width, out_plane);
-    for (std::int64_t next = 0; next < out_plane; next += out_step) {
-      const std::int64_t o = std::min(next, out_plane - out_step);
+    for (std::int64_t next_pixel = 0; next_pixel < out_plane; next_pixel += out_step) {
+      const std::int64_t o = std::min(next_pixel, out_plane - out_step);
       std::array<fbatch, simd_width> v;
       for (std::int64_t j = 0; j < width; ++j) v[j] = fbatch::load_aligned(output + (o + std::min(j, out_step - 1)) * width);
       conv_transpose(v);
@@ -314,7 +395,7 @@ class conv_channel_block {
     ((acc[J] = bias), ...);
     for (std::int64_t t = 0; t < taps; ++t) {
       const fbatch weight = fbatch::load_aligned(filters + t * width);
-      const float* tap = in + tap_at_[static_cast<std::size_t>(t)];
+      const float* tap = in + tap_at_[t];
       ((acc[J] = xsimd::fma(weight, fbatch::load_aligned(tap + J * column_step), acc[J])), ...);
     }
     (acc[J].store_aligned(out + J * width), ...);
@@ -322,8 +403,7 @@ class conv_channel_block {
 
   conv_plane_window g_;
   std::int64_t padded_w_, in_floats_, out_floats_, blocks_;
-  std::vector<std::int64_t> pixel_at_;  // input pixel p -> its offset in the padded copy
-  std::vector<std::int64_t> tap_at_;    // tap t -> its offset from an output pixel's origin
+  const std::int64_t* tap_at_ = nullptr;  // tap t -> its offset from an output pixel's origin
 };
 
 /// y = act(bias + x (*) filter + residual) for planes of one window on one thread: the layout
@@ -339,10 +419,8 @@ class conv_depthwise_kernel {
     const std::int64_t floats = phases_.floats();
     buffer_ = scratch(scratch_slot::conv_input, static_cast<std::size_t>(floats));
     std::fill_n(buffer_, floats, 0.0f);
-    tap_offsets_.resize(static_cast<std::size_t>(g.r * g.s));
-    for (std::int64_t ry = 0; ry < g.r; ++ry)
-      for (std::int64_t sx = 0; sx < g.s; ++sx)
-        tap_offsets_[static_cast<std::size_t>(ry * g.s + sx)] = phases_.tap_offset(g, ry, sx);
+    tap_offsets_ =
+        conv_tap_offsets(g, [this](std::int64_t ry, std::int64_t sx) { return phases_.tap_offset(g_, ry, sx); });
   }
 
   /// Planes plane(lo) .. plane(hi - 1), each a conv_depthwise_plane, with activation `act`.
@@ -352,35 +430,37 @@ class conv_depthwise_kernel {
       for (std::int64_t p = lo; p < hi; ++p) row_by_row(plane(p), act);
       return;
     }
-    std::array<conv_depthwise_plane, simd_width> planes;
-    for (std::int64_t p = lo; p < hi;) {
-      const std::int64_t count = std::min(static_cast<std::int64_t>(simd_width), hi - p);
-      for (std::int64_t c = 0; c < count; ++c) planes[static_cast<std::size_t>(c)] = plane(p + c);
-      block_(planes.data(), count, act, buffer_);
+    constexpr auto width = static_cast<std::int64_t>(simd_width);
+    // Blocks of simd_width planes, each computed while the next one's planes are prefetched.
+    std::array<std::array<conv_depthwise_plane, simd_width>, 2> blocks;
+    const auto fill = [&](std::array<conv_depthwise_plane, simd_width>& block, std::int64_t first) {
+      const std::int64_t count = std::clamp(hi - first, std::int64_t{0}, width);
+      for (std::int64_t c = 0; c < count; ++c) block[static_cast<std::size_t>(c)] = plane(first + c);
+      return count;
+    };
+    std::int64_t count = fill(blocks[0], lo);
+    for (std::int64_t p = lo, i = 0; p < hi; i ^= 1) {
+      const std::int64_t next_count = fill(blocks[i ^ 1], p + count);
+      block_(blocks[i].data(), count, blocks[i ^ 1].data(), next_count, act, buffer_);
       p += count;
+      count = next_count;
     }
   }
 
  private:
   /// One plane in the de-interleaved layout. Consecutive planes with the same x (several filters
   /// per channel) copy it once.
-  void row_by_row(const conv_depthwise_plane& plane, activation act) {
+  [[gnu::noinline]] void row_by_row(const conv_depthwise_plane& plane, activation act) {
     constexpr auto width = static_cast<std::int64_t>(simd_width);
     if (plane.x != last_x_) {
       conv_deinterleave_plane(g_, phases_, plane.x, buffer_);
       last_x_ = plane.x;
     }
-    // Vector t covers row t / row_vectors, columns from (t % row_vectors) * width.
     const std::int64_t row_vectors = (g_.out_w + width - 1) / width;
-    const std::int64_t row_step = g_.stride_h * phases_.pitch, out_w = g_.out_w;
-    const auto origin = [=](std::int64_t t) {
-      const std::int64_t row = t / row_vectors, col = t % row_vectors * width;
-      return conv_vector_origin{row * row_step + col, row * out_w + col};
-    };
-    conv_depthwise_fold(
-        g_.out_h * row_vectors,
-        conv_depthwise_pass<decltype(origin)>{buffer_, tap_offsets_.data(), g_.r * g_.s, g_.out_h * g_.out_w, origin},
-        plane.filter, plane.bias, conv_plane_epilogue{plane.residual, act}, plane.y);
+    conv_depthwise_fold(g_.out_h * row_vectors,
+                        conv_depthwise_pass{buffer_, tap_offsets_, g_.r * g_.s, row_vectors,
+                                            g_.stride_h * phases_.pitch, g_.out_w, g_.out_h * g_.out_w},
+                        plane.filter, plane.bias, conv_plane_epilogue{plane.residual, act}, plane.y);
   }
 
   conv_plane_window g_;
@@ -389,7 +469,7 @@ class conv_depthwise_kernel {
   conv_phase_planes phases_;
   float* buffer_ = nullptr;
   const float* last_x_ = nullptr;
-  std::vector<std::int64_t> tap_offsets_;
+  const std::int64_t* tap_offsets_ = nullptr;
 };
 
 }  // namespace tracemod::kernels::detail
