@@ -310,7 +310,7 @@ class conv_channel_block {
   /// planes[0, count), count <= width, with activation `act`; prefetches next[0, next_count) (the
   /// planes of the following call, none if next_count is 0) while it computes. Not inlined, nor is
   /// the row-by-row plane: inlined into one caller, GCC 12 spilled the row-by-row accumulators to
-  /// the stack (the 112x112 layers 2x slower) and the channel-blocked code lost 10-25 %.
+  /// the stack (the 112x112 layers 2x slower) and the channel-blocked code measured slower too.
   [[gnu::noinline]] void operator()(const conv_depthwise_plane* planes, std::int64_t count,
                                     const conv_depthwise_plane* next, std::int64_t next_count, activation act,
                                     float* buffer) const {
