@@ -333,6 +333,56 @@ TEST_CASE("conv2d: depthwise on planes too large to block, row by row, at stride
 // Winograd F(4x4, 3x3) against the float32 reference: tile edges (outputs not a multiple of 4),
 // padding 0 to 2, batches, channel counts across GEMM blocks and vectors. Its transforms add
 // rounding; measured worst case over these shapes is below 2e-6 of the absolute-product sum.
+TEST_CASE("conv2d: few input channels run the direct kernel at strides 1 to 3, padded, dilated, odd widths") {
+  std::vector<kern::conv2d_geometry> cases;
+  const auto add = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k, std::int64_t r,
+                       std::int64_t stride, std::int64_t pad) {
+    auto g = geometry(n, c, h, w, k, r, r);
+    g.stride_h = g.stride_w = stride;
+    g.pad_h = g.pad_w = pad;
+    cases.push_back(g);
+  };
+  for (const std::int64_t c : {1, 3, 4})
+    for (const std::int64_t stride : {1, 2})
+      for (const std::int64_t pad : {0, 1, 3}) {
+        // Output widths 35 to 44, none a multiple of 16: whole vectors and a partial one; odd input
+        // widths at stride 2 for odd c (the last column is read by no output).
+        const std::int64_t out_w = 33 + 2 * c + pad;
+        add(1, c, 11 + pad, (out_w - 1) * stride + 3 - 2 * pad + (stride - 1) * (c % 2), 6, 3, stride, pad);
+      }
+  add(1, 3, 40, 80, 32, 3, 2, 1);    // the MobileNetV2 stem's shape, smaller: 40 x 40 out
+  add(2, 3, 35, 101, 10, 7, 2, 3);   // the ResNet stem's 7x7, two images, 10 filters: a partial block
+  add(1, 16, 9, 66, 5, 3, 2, 1);     // reduction 144, at the rule's limit
+  add(1, 2, 23, 35, 7, 5, 1, 2);     // 5x5, 17 output rows
+  add(1, 3, 14, 110, 9, 3, 3, 1);    // stride 3: three phases per row
+  cases.push_back({.n = 1, .c = 3, .h = 21, .w = 77, .k = 8, .r = 3, .s = 2, .stride_h = 3, .stride_w = 2, .pad_w = 1});
+  const kern::conv2d_geometry dilated{.n = 1, .c = 3, .h = 17, .w = 45, .k = 9, .r = 3, .s = 3,
+                                      .pad_h = 1, .pad_w = 2, .dil_h = 2, .dil_w = 3};
+  cases.push_back(dilated);
+  auto dilated_strided = dilated;
+  dilated_strided.w = 90;
+  dilated_strided.stride_w = 2;
+  cases.push_back(dilated_strided);
+  for (const auto& g : cases) {
+    CAPTURE(describe(g));
+    REQUIRE(kern::detail::runs_conv_direct(g));
+    check_conv(g, true);
+    check_conv(g, false);
+    // 3x3 stride 1 with enough tiles would be Winograd's, were the channels more: the rule comes first.
+    check_conv(g, true, kern::conv2d_algorithm::direct);
+  }
+  // Not taken: 1x1, grouped, rows shorter than two vectors, and reductions past the limit.
+  auto pointwise = geometry(1, 3, 8, 64, 8, 1, 1);
+  auto grouped = geometry(1, 4, 8, 64, 4, 3, 3);
+  grouped.groups = 2;
+  auto narrow = geometry(1, 3, 8, 8, 8, 3, 3);
+  auto deep = geometry(1, 17, 8, 64, 8, 3, 3);  // 153 > 147
+  for (const auto& g : {pointwise, grouped, narrow, deep}) {
+    CAPTURE(describe(g));
+    CHECK_FALSE(kern::detail::runs_conv_direct(g));
+  }
+}
+
 TEST_CASE("conv2d: Winograd on 3x3 stride-1 convolutions") {
   std::vector<kern::conv2d_geometry> cases;
   const auto add = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k,

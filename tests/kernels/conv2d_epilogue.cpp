@@ -1,6 +1,6 @@
 // conv2d_bias_activation: bias, residual and activation applied as the conv stores its tiles, on
 // every path (im2col GEMM with one and several k blocks and dot-product columns, 1x1 GEMM on large
-// and small planes, depthwise, Winograd).
+// and small planes, depthwise, Winograd, the few-channel direct kernel).
 #include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/conv2d.hpp>
 #include <tracemod/kernels/elementwise.hpp>
@@ -66,6 +66,13 @@ std::vector<epilogue_case> cases() {
   winograd_deep.pad_h = winograd_deep.pad_w = 1;
   kern::conv2d_geometry grouped{1, 8, 8, 8, 12, 3, 3};
   grouped.groups = 4;
+  // Few input channels, the direct kernel: a stem at stride 2 (odd width, 10 filters: a partial
+  // block of output channels), one channel at stride 1 with a 5x5 kernel.
+  kern::conv2d_geometry stem{2, 3, 17, 75, 10, 3, 3};
+  stem.stride_h = stem.stride_w = 2;
+  stem.pad_h = stem.pad_w = 1;
+  kern::conv2d_geometry one_channel{1, 1, 12, 37, 7, 5, 5};
+  one_channel.pad_h = one_channel.pad_w = 2;
   return {{"im2col strided", strided},       {"im2col k blocks", deep},
           {"im2col dot columns", seven},     {"1x1 12x12", wide_1x1},
           {"1x1 7x7", narrow_1x1},           {"depthwise", depthwise},
@@ -74,7 +81,9 @@ std::vector<epilogue_case> cases() {
           {"depthwise rows", depthwise_rows},
           {"winograd", winograd, algo::winograd},
           {"grouped", grouped},              {"winograd automatic", winograd, algo::automatic},
-          {"winograd k blocks", winograd_deep, algo::winograd}};
+          {"winograd k blocks", winograd_deep, algo::winograd},
+          {"few channels", stem},            {"few channels automatic", stem, algo::automatic},
+          {"one channel 5x5", one_channel}};
 }
 
 std::vector<float> random_vector(std::int64_t n, std::mt19937& gen) {

@@ -112,6 +112,10 @@ TEST_CASE("threads: conv2d is bit-identical at 1-4 threads (one image, a batch, 
   // The padded copy of one image split by rows (3 planes of 27 rows: chunks start inside planes).
   conv({.n = 1, .c = 3, .h = 25, .w = 31, .k = 16, .r = 7, .s = 7, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 3},
        "7x7 stride 2 pad (1, 3) on 3 channels");
+  // Few channels, the direct kernel: its bands of rows depend on the thread count, its bits must not.
+  conv({.n = 1, .c = 3, .h = 61, .w = 83, .k = 10, .r = 3, .s = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
+       "3 channels 3x3 stride 2");
+  conv({.n = 2, .c = 1, .h = 30, .w = 45, .k = 6, .r = 3, .s = 3, .pad_h = 1, .pad_w = 1}, "1 channel, batch 2");
   conv({.n = 5, .c = 8, .h = 9, .w = 11, .k = 12, .r = 1, .s = 1}, "1x1 batch 5");
   // Few input channels (gemm_small_k): threads split 7 whole column panels and a partial one.
   conv({.n = 1, .c = 32, .h = 15, .w = 16, .k = 20, .r = 1, .s = 1}, "1x1 on 32 channels");

@@ -6,6 +6,7 @@
 #include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/detail/activation.hpp>
 #include <tracemod/kernels/detail/conv_depthwise.hpp>
+#include <tracemod/kernels/detail/conv_direct.hpp>
 #include <tracemod/kernels/detail/conv_im2col.hpp>
 #include <tracemod/kernels/detail/conv_winograd.hpp>
 #include <tracemod/kernels/detail/gemm_driver.hpp>
@@ -127,6 +128,17 @@ inline winograd_tiling winograd_tiling_of(const conv2d_geometry& g) {
   return {g.n, g.h, g.w, g.pad_h, g.pad_w, g.out_h(), g.out_w()};
 }
 
+/// The few-channel direct kernel (detail/conv_direct.hpp) takes ungrouped convolutions of a
+/// spatial kernel whose reduction c * r * s is at most direct_max_taps (ResNet's 7x7 stem, 147) and
+/// whose output rows fill two vectors: measured faster than the im2col GEMM and Winograd there, 2x
+/// slower on a 7x7 output (docs/kernels.md, "Few input channels"). 1x1 convolutions stay GEMMs.
+inline constexpr std::int64_t direct_max_taps = 147;
+inline constexpr std::int64_t direct_min_out_w = 2 * static_cast<std::int64_t>(simd_width);
+
+inline bool runs_conv_direct(const conv2d_geometry& g) {
+  return g.groups == 1 && g.r * g.s > 1 && g.c * g.r * g.s <= direct_max_taps && g.out_w() >= direct_min_out_w;
+}
+
 /// Where a Winograd call's transformed filters come from: transformed on every call, or once
 /// beforehand (conv2d_winograd_filters, kept by the caller).
 enum class winograd_filters { per_call, prepared };
@@ -137,11 +149,12 @@ inline constexpr std::int64_t winograd_min_tiles = 32;
 inline constexpr std::int64_t winograd_min_tiles_prepared = 16;
 
 /// Whether a call of g runs Winograd when `preferred` is the algorithm asked for (automatic: the
-/// rule above) and its filters come from `filters`.
+/// rule above, unless the few-channel direct kernel takes g) and its filters come from `filters`.
 inline bool runs_winograd(const conv2d_geometry& g, conv2d_algorithm preferred, winograd_filters filters) {
   const std::int64_t min_tiles = filters == winograd_filters::prepared ? winograd_min_tiles_prepared : winograd_min_tiles;
-  return winograd_supports(g) && (preferred == conv2d_algorithm::winograd ||
-                                  (preferred == conv2d_algorithm::automatic && winograd_tiling_of(g).tiles() >= min_tiles));
+  return winograd_supports(g) &&
+         (preferred == conv2d_algorithm::winograd ||
+          (preferred == conv2d_algorithm::automatic && !runs_conv_direct(g) && winograd_tiling_of(g).tiles() >= min_tiles));
 }
 
 /// 1x1 convolution, stride 1, one group: per image, weight (k x c) times the input planes
@@ -166,6 +179,50 @@ inline void conv2d_pointwise(const conv2d_geometry& g, const float* input, const
         0.0f, e.bias, strided_output{out + b * g.k * plane, plane, 1},
         e.residual != nullptr ? e.residual + b * g.k * plane : nullptr, e.act);
   }
+}
+
+inline conv_plane_window conv_window_of(const conv2d_geometry& g) {
+  return {g.h, g.w, g.out_h(), g.out_w(), g.r, g.s, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w};
+}
+
+/// Any convolution as a GEMM per image and group: weight rows times im2col columns packed straight
+/// from the padded input.
+inline void conv2d_im2col(const conv2d_geometry& g, const float* input, const float* weight, const conv2d_epilogue& e,
+                          float* out) {
+  const std::int64_t cg = g.c / g.groups, kg = g.k / g.groups, taps = g.r * g.s;
+  const std::int64_t out_plane = g.out_h() * g.out_w();
+  const std::int64_t hp = g.h + 2 * g.pad_h, wp = g.w + 2 * g.pad_w;
+  const bool padded = g.pad_h > 0 || g.pad_w > 0;
+  const std::int64_t padded_floats = padded ? cg * hp * wp : 0;
+  // One image and group is one GEMM. With several per thread they are split across threads, each
+  // running whole GEMMs; otherwise each GEMM splits its tiles across threads itself. Either way an
+  // output element is computed by the same code, so the choice does not change any bit.
+  const std::int64_t gemms = g.n * g.groups;
+  const std::int64_t per_gemm = 2 * kg * out_plane * cg * taps;
+  const std::int64_t outer_grain =
+      gemms >= 2 * get_num_threads() ? grain_in_items(grains().gemm_flops, per_gemm) : gemms;
+  const int chunks = parallel_chunk_count(0, gemms, outer_grain);
+  float* const padded_inputs =
+      padded ? scratch(scratch_slot::conv_input, static_cast<std::size_t>(chunks * padded_floats)) : nullptr;
+  parallel_for(0, gemms, outer_grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
+    float* const padded_input = padded ? padded_inputs + chunk * padded_floats : nullptr;
+    for (std::int64_t i = lo; i < hi; ++i) {
+      const std::int64_t b = i / g.groups, grp = i % g.groups;
+      const float* x = input + (b * g.c + grp * cg) * g.h * g.w;
+      if (padded) conv_pad_input(x, cg, g.h, g.w, g.pad_h, g.pad_w, padded_input);
+      const im2col_source columns{padded ? padded_input : x, hp, wp, g.out_w(), g.r, g.s,
+                                  g.stride_h, g.stride_w, g.dil_h, g.dil_w};
+      const std::int64_t y_offset = (b * g.k + grp * kg) * out_plane;
+      float* y = out + y_offset;
+      gemm_blocked(
+          kg, out_plane, cg * taps, 1.0f, strided_matrix{weight + grp * kg * cg * taps, cg * taps, 1},
+          [&columns](float* dst, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t nc) {
+            conv_pack_columns(columns, k0, kc, j0, nc, dst);
+          },
+          0.0f, e.bias != nullptr ? e.bias + grp * kg : nullptr, strided_output{y, out_plane, 1},
+          e.residual != nullptr ? e.residual + y_offset : nullptr, e.act);
+    }
+  });
 }
 
 }  // namespace detail
@@ -213,11 +270,14 @@ inline void conv2d_winograd(const conv2d_geometry& g, const float* input, const 
 /// out [n, k, out_h, out_w] = act(input [n, c, h, w] (*) weight [k, c / groups, r, s] + bias [k] +
 /// residual [n, k, out_h, out_w]) with bias, residual and activation from `e` (each optional),
 /// applied per output tile as it is stored (MegEngine's conv_bias_activation): the one entry point
-/// of every convolution, conv2d included. The residual may not alias out. 3x3 stride-1
-/// convolutions with enough tiles run Winograd F(4x4, 3x3); one input channel per group
-/// (depthwise) runs a direct loop; unpadded stride-1 1x1 convolutions are one GEMM per image on
-/// the input as it lies; everything else is a GEMM per image and group, weight rows times im2col
-/// columns packed straight from the padded input.
+/// of every convolution, conv2d included. The residual may not alias out. Ungrouped convolutions
+/// with few input channels (c * r * s <= 147, r * s > 1, out_w >= 2 vectors: image stems) run a
+/// direct kernel, output vectors register-blocked over output channels straight from a
+/// de-interleaved band of the input (detail/conv_direct.hpp); other 3x3 stride-1 convolutions
+/// with enough tiles run Winograd F(4x4, 3x3); one input channel per group (depthwise) runs a
+/// direct loop; unpadded stride-1 1x1 convolutions are one GEMM per image on the input as it lies;
+/// everything else is a GEMM per image and group, weight rows times im2col columns packed straight
+/// from the padded input.
 inline void conv2d_bias_activation(const conv2d_geometry& g, const float* input, const float* weight,
                                    const conv2d_epilogue& e, float* out,
                                    conv2d_algorithm algorithm = conv2d_algorithm::automatic) {
@@ -240,9 +300,13 @@ inline void conv2d_bias_activation(const conv2d_geometry& g, const float* input,
     return;
   }
 
+  if (detail::runs_conv_direct(g)) {
+    detail::conv_direct(detail::conv_window_of(g), g.n, g.c, g.k, input, weight, bias, e.residual, e.act, out);
+    return;
+  }
+
   if (cg == 1) {
-    const detail::conv_plane_window window{g.h,      g.w,      g.out_h(), g.out_w(), g.r,     g.s,
-                                           g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w};
+    const detail::conv_plane_window window = detail::conv_window_of(g);
     // A plane's result does not depend on which planes share its block, so not on the thread count.
     parallel_for(0, g.n * g.k, 4, [&](std::int64_t lo, std::int64_t hi) {
       const auto plane = [&](std::int64_t p) {
@@ -264,39 +328,7 @@ inline void conv2d_bias_activation(const conv2d_geometry& g, const float* input,
     return;
   }
 
-  const std::int64_t hp = g.h + 2 * g.pad_h, wp = g.w + 2 * g.pad_w;
-  const bool padded = g.pad_h > 0 || g.pad_w > 0;
-  const std::int64_t padded_floats = padded ? cg * hp * wp : 0;
-  // One image and group is one GEMM. With several per thread they are split across threads, each
-  // running whole GEMMs; otherwise each GEMM splits its tiles across threads itself. Either way an
-  // output element is computed by the same code, so the choice does not change any bit.
-  const std::int64_t gemms = g.n * g.groups;
-  const std::int64_t per_gemm = 2 * kg * out_plane * cg * taps;
-  const std::int64_t outer_grain =
-      gemms >= 2 * get_num_threads() ? detail::grain_in_items(detail::grains().gemm_flops, per_gemm) : gemms;
-  const int chunks = parallel_chunk_count(0, gemms, outer_grain);
-  float* const padded_inputs =
-      padded ? detail::scratch(detail::scratch_slot::conv_input, static_cast<std::size_t>(chunks * padded_floats))
-             : nullptr;
-  parallel_for(0, gemms, outer_grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
-    float* const padded_input = padded ? padded_inputs + chunk * padded_floats : nullptr;
-    for (std::int64_t i = lo; i < hi; ++i) {
-      const std::int64_t b = i / g.groups, grp = i % g.groups;
-      const float* x = input + (b * g.c + grp * cg) * g.h * g.w;
-      if (padded) detail::conv_pad_input(x, cg, g.h, g.w, g.pad_h, g.pad_w, padded_input);
-      const detail::im2col_source columns{padded ? padded_input : x, hp, wp, g.out_w(), g.r, g.s,
-                                          g.stride_h, g.stride_w, g.dil_h, g.dil_w};
-      const std::int64_t y_offset = (b * g.k + grp * kg) * out_plane;
-      float* y = out + y_offset;
-      detail::gemm_blocked(
-          kg, out_plane, cg * taps, 1.0f, detail::strided_matrix{weight + grp * kg * cg * taps, cg * taps, 1},
-          [&columns](float* dst, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t nc) {
-            detail::conv_pack_columns(columns, k0, kc, j0, nc, dst);
-          },
-          0.0f, bias != nullptr ? bias + grp * kg : nullptr, detail::strided_output{y, out_plane, 1},
-          e.residual != nullptr ? e.residual + y_offset : nullptr, e.act);
-    }
-  });
+  detail::conv2d_im2col(g, input, weight, e, out);
 }
 
 /// out = input (*) weight + bias (bias may be null): conv2d_bias_activation without residual or

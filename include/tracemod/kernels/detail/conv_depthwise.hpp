@@ -61,38 +61,43 @@ struct conv_phase_planes {
   }
 };
 
+/// Writes the w floats of `src`, an input row padded by pad_w columns on the left, into its
+/// stride_w phase rows at dst + p * phase_stride: padded column j goes to phase j % stride_w,
+/// position j / stride_w. Only data positions are written, not the padding's.
+inline void conv_deinterleave_row(const float* src, std::int64_t w, std::int64_t pad_w, std::int64_t stride_w,
+                                  float* dst, std::int64_t phase_stride) {
+  const std::int64_t s = stride_w;
+  if (s == 1) {
+    std::copy_n(src, w, dst + pad_w);
+    return;
+  }
+  if (s == 2) {  // one sequential pass that the compiler turns into vector shuffles
+    const std::int64_t odd = pad_w % 2;  // input column 0 lands in phase pad_w % 2
+    float* even_phase = dst + odd * phase_stride + pad_w / 2;
+    float* odd_phase = dst + (1 - odd) * phase_stride + (pad_w + 1) / 2;
+    const std::int64_t pairs = w / 2;
+    for (std::int64_t q = 0; q < pairs; ++q) {
+      even_phase[q] = src[2 * q];
+      odd_phase[q] = src[2 * q + 1];
+    }
+    if (w % 2 != 0) even_phase[pairs] = src[w - 1];
+    return;
+  }
+  // Phase p holds the padded columns p, p + s, ...: input columns p - pad_w, p - pad_w + s, ...
+  for (std::int64_t p = 0; p < s; ++p) {
+    const std::int64_t first = (p - pad_w % s + s) % s;  // first input column of phase p
+    float* phase = dst + p * phase_stride + (first + pad_w) / s;
+    for (std::int64_t col = first, q = 0; col < w; col += s, ++q) phase[q] = src[col];
+  }
+}
+
 /// Writes x (h x w) into `dst` laid out as `planes` describes. Only data positions are written: the
 /// padding and slack must already be zero, and stay so from one plane to the next.
 inline void conv_deinterleave_plane(const conv_plane_window& g, const conv_phase_planes& planes, const float* x,
                                     float* dst) {
-  const std::int64_t s = planes.phases;
-  for (std::int64_t y = 0; y < g.h; ++y) {
-    const float* src = x + y * g.w;
-    float* row = dst + (g.pad_h + y) * planes.pitch;
-    if (s == 1) {
-      std::copy_n(src, g.w, row + g.pad_w);
-      continue;
-    }
-    const std::int64_t phase_stride = planes.rows * planes.pitch;
-    if (s == 2) {  // one sequential pass that the compiler turns into vector shuffles
-      const std::int64_t odd = g.pad_w % 2;  // input column 0 lands in phase pad_w % 2
-      float* even_phase = row + odd * phase_stride + g.pad_w / 2;
-      float* odd_phase = row + (1 - odd) * phase_stride + (g.pad_w + 1) / 2;
-      const std::int64_t pairs = g.w / 2;
-      for (std::int64_t q = 0; q < pairs; ++q) {
-        even_phase[q] = src[2 * q];
-        odd_phase[q] = src[2 * q + 1];
-      }
-      if (g.w % 2 != 0) even_phase[pairs] = src[g.w - 1];
-      continue;
-    }
-    // Phase p holds the padded columns p, p + s, ...: input columns p - pad_w, p - pad_w + s, ...
-    for (std::int64_t p = 0; p < s; ++p) {
-      const std::int64_t first = (p - g.pad_w % s + s) % s;  // first input column of phase p
-      float* phase = row + p * phase_stride + (first + g.pad_w) / s;
-      for (std::int64_t col = first, q = 0; col < g.w; col += s, ++q) phase[q] = src[col];
-    }
-  }
+  for (std::int64_t y = 0; y < g.h; ++y)
+    conv_deinterleave_row(x + y * g.w, g.w, g.pad_w, planes.phases, dst + (g.pad_h + y) * planes.pitch,
+                          planes.rows * planes.pitch);
 }
 
 // These two are forced inline: otherwise GCC 12 calls them out of line from the row-by-row vectors

@@ -16,6 +16,7 @@ enum class scratch_slot : std::size_t {
   gemm_b_panels,
   gemm_a_panels,
   conv_input,
+  conv_filters,
   winograd_filters,
   winograd_input,
   winograd_products,
