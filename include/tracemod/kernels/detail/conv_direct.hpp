@@ -38,9 +38,11 @@ namespace tracemod::kernels::detail {
 /// row y0 * stride_h + i), channel ci, phase p, position q at ((i * c + ci) * phases + p) * pitch
 /// + q, holding padded column q * stride_w + p (zero in the padding).
 struct conv_direct_layout {
-  /// Output channels of a register block and output vectors accumulated at once: 24 accumulators.
+  /// Output channels of a register block and output vectors accumulated at once: 24 accumulators,
+  /// 6 input vectors and a broadcast within AVX-512's 32 registers, 12 + 3 + 1 within AVX2's 16
+  /// (6 chains there spill: slower than the im2col GEMM on ResNet's stem).
   static constexpr std::int64_t channels = 4;
-  static constexpr std::int64_t chains = 6;
+  static constexpr std::int64_t chains = simd_width >= 16 ? 6 : 3;
   /// Input floats of a band, at most (unless one output row needs more): 48 KiB, reread from L1 or
   /// L2 once per block of output channels (3072 to 12288 measured within 5 % on the stems).
   static constexpr std::int64_t band_budget = 12288;
