@@ -430,11 +430,13 @@ TEST_CASE("FuseConvEpilogue refuses: a conv or add result used elsewhere, a broa
 }
 
 /// Two 3x3 convs on 16x16 (16 Winograd tiles: enough for filters transformed once), a module conv
-/// with its batch norm and relu, then a functional conv with a residual add and relu.
+/// with its batch norm and relu, then a functional conv with a residual add and relu. 20 input
+/// channels each: with fewer than 17 (a reduction c * 9 <= 147) the few-channel direct kernel would
+/// take them in builds whose vectors are 4 or 8 floats wide, whatever the filters.
 struct WinogradNet : tmod::Module {
-  M::Conv2d conv{4, 8, 3, {.padding = 1}};
-  M::BatchNorm2d bn{8};
-  tmod::Parameter w{tmod::randn({8, 8, 3, 3}, 37) * 0.2f};
+  M::Conv2d conv{20, 20, 3, {.padding = 1}};
+  M::BatchNorm2d bn{20};
+  tmod::Parameter w{tmod::randn({20, 20, 3, 3}, 37) * 0.15f};
   TM_MODULE(WinogradNet, conv, bn, w)
   auto forward(const auto& x) const {
     auto r = F::relu(bn(conv(x)));
@@ -446,8 +448,8 @@ TEST_CASE("FuseConvEpilogue: a conv that runs Winograd gets a read-only weight w
   WinogradNet net;
   randomize(net.bn, 80);
   net.eval();
-  const tmod::Tensor x = tmod::randn({1, 4, 16, 16}, 38);
-  REQUIRE(kern::conv2d_prefers_winograd_filters({1, 8, 16, 16, 8, 3, 3, 1, 1, 1, 1}));
+  const tmod::Tensor x = tmod::randn({1, 20, 16, 16}, 38);
+  REQUIRE(kern::conv2d_prefers_winograd_filters({1, 20, 16, 16, 20, 3, 3, 1, 1, 1, 1}));
   tmod::TracedModule m = tmod::trace_module(net, x);
   tmod::TracedModule opt = optimized_matches(m, {"FuseConvBn", "FuseConvEpilogue"}, x);
   std::vector<const G::Expr*> fused;
@@ -471,7 +473,7 @@ TEST_CASE("FuseConvEpilogue: a conv that runs Winograd gets a read-only weight w
 
   // The op with a read-only weight runs Winograd from filters kept with the weight, which 16 tiles
   // would not pick with filters transformed on each call: the bits of forced Winograd, not direct.
-  const tmod::Tensor in = tmod::randn({1, 8, 16, 16}, 39);
+  const tmod::Tensor in = tmod::randn({1, 20, 16, 16}, 39);
   const auto run = [&](const tmod::Tensor& weight) {
     return F::conv_bias_activation(in, weight, tmod::none, in, 1, 1, 1, 1, "relu");
   };
