@@ -23,6 +23,7 @@
 
 #include <tracemod/kernels/detail/activation.hpp>
 #include <tracemod/kernels/detail/cache_sizes.hpp>
+#include <tracemod/kernels/detail/conv_tap_offsets.hpp>
 #include <tracemod/kernels/detail/gemm_workspace.hpp>
 #include <tracemod/kernels/simd.hpp>
 
@@ -231,27 +232,6 @@ struct conv_depthwise_plane {
   const float* residual;
 };
 
-/// The offsets of a window's taps from an output's origin in one layout, row-major: tap (ry, sx)
-/// at ry * s + sx is offset(ry, sx). Kept per thread and per call site (the type of `offset`), and
-/// recomputed only when the window changes, so a call allocates nothing. Valid until the next call
-/// from the same site on the same thread.
-template <class Offset>
-inline const std::int64_t* conv_tap_offsets(const conv_plane_window& g, const Offset& offset) {
-  struct table {
-    conv_plane_window g{};
-    std::vector<std::int64_t> offsets;
-  };
-  thread_local table cached;
-  if (cached.offsets.empty() || cached.g != g) {
-    cached.g = g;
-    cached.offsets.resize(static_cast<std::size_t>(g.r * g.s));
-    for (std::int64_t ry = 0; ry < g.r; ++ry)
-      for (std::int64_t sx = 0; sx < g.s; ++sx)
-        cached.offsets[static_cast<std::size_t>(ry * g.s + sx)] = offset(ry, sx);
-  }
-  return cached.offsets.data();
-}
-
 /// Prefetches, for writing, the output planes of the block after the current one while the current
 /// one computes, a share of the lines per output row (step()). The simd_width planes of a block are
 /// written as as many interleaved streams; when each is only a few lines long the hardware
@@ -301,7 +281,7 @@ class conv_channel_block {
       : g_(g), padded_w_(g.w + 2 * g.pad_w), in_floats_((g.h + 2 * g.pad_h) * padded_w_ * width),
         out_floats_(g.out_h * g.out_w * width), blocks_((g.out_w + max_chains - 1) / max_chains) {
     if (fits())
-      tap_at_ = conv_tap_offsets(g, [this](std::int64_t ry, std::int64_t sx) {
+      tap_at_ = conv_tap_offsets(g, 1, g.r, g.s, [this](std::int64_t, std::int64_t ry, std::int64_t sx) {
         return (ry * g_.dil_h * padded_w_ + sx * g_.dil_w) * width;
       });
   }
@@ -424,8 +404,9 @@ class conv_depthwise_kernel {
     const std::int64_t floats = phases_.floats();
     buffer_ = scratch(scratch_slot::conv_input, static_cast<std::size_t>(floats));
     std::fill_n(buffer_, floats, 0.0f);
-    tap_offsets_ =
-        conv_tap_offsets(g, [this](std::int64_t ry, std::int64_t sx) { return phases_.tap_offset(g_, ry, sx); });
+    tap_offsets_ = conv_tap_offsets(g, 1, g.r, g.s, [this](std::int64_t, std::int64_t ry, std::int64_t sx) {
+      return phases_.tap_offset(g_, ry, sx);
+    });
   }
 
   /// Planes plane(lo) .. plane(hi - 1), each a conv_depthwise_plane, with activation `act`.

@@ -22,6 +22,7 @@
 #include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/detail/activation.hpp>
 #include <tracemod/kernels/detail/conv_depthwise.hpp>
+#include <tracemod/kernels/detail/conv_tap_offsets.hpp>
 #include <tracemod/kernels/detail/gemm_workspace.hpp>
 #include <tracemod/kernels/detail/parallel_grain.hpp>
 #include <tracemod/kernels/simd.hpp>
@@ -30,7 +31,6 @@
 #include <array>
 #include <cstdint>
 #include <utility>
-#include <vector>
 
 namespace tracemod::kernels::detail {
 
@@ -228,17 +228,15 @@ inline void conv_direct(const conv_plane_window& g, std::int64_t n, std::int64_t
   const conv_direct_layout l(g, c, k, (n * g.out_h + 4 * threads - 1) / (4 * threads));
   float* const filters = scratch(scratch_slot::conv_filters, static_cast<std::size_t>(l.filter_floats()));
   conv_direct_pack_filters(l, weight, bias, filters);
-  std::vector<std::int64_t> tap_offsets;
-  tap_offsets.reserve(static_cast<std::size_t>(l.taps));
-  for (std::int64_t ci = 0; ci < c; ++ci)
-    for (std::int64_t ry = 0; ry < g.r; ++ry)
-      for (std::int64_t sx = 0; sx < g.s; ++sx) tap_offsets.push_back(l.tap_offset(ci, ry, sx));
+  // The offsets depend on the window and the channel count only (not on the band height).
+  const std::int64_t* const tap_offsets = conv_tap_offsets(
+      g, c, g.r, g.s, [&l](std::int64_t ci, std::int64_t ry, std::int64_t sx) { return l.tap_offset(ci, ry, sx); });
 
   const std::int64_t bands = (g.out_h + l.band_rows - 1) / l.band_rows;
   const std::int64_t in_plane = c * g.h * g.w, out_plane = k * g.out_h * g.out_w;
   const std::int64_t band_flops = 2 * k * l.band_rows * g.out_w * l.taps;
   parallel_for(0, n * bands, grain_in_items(grains().gemm_flops, band_flops), [&](std::int64_t lo, std::int64_t hi) {
-    conv_direct_kernel kernel(l, filters, tap_offsets.data(), act);
+    conv_direct_kernel kernel(l, filters, tap_offsets, act);
     for (std::int64_t item = lo; item < hi; ++item) {
       const std::int64_t b = item / bands, y0 = item % bands * l.band_rows;
       kernel({input + b * in_plane, out + b * out_plane, residual != nullptr ? residual + b * out_plane : nullptr}, y0,
