@@ -109,7 +109,8 @@ class conv_direct_kernel {
                      activation act)
       : l_(l), filters_(filters), tap_offsets_(tap_offsets), act_(act),
         buffer_(scratch(scratch_slot::conv_input, static_cast<std::size_t>(l.band_floats()))) {
-    std::fill_n(buffer_ + l.band_floats() - width, width, 0.0f);  // the slack, read by discarded lanes only
+    // The padding columns and the slack (read by discarded lanes only): no band writes them.
+    std::fill_n(buffer_, l.band_floats(), 0.0f);
   }
 
   /// Output rows [y0, y1) of an image, y1 - y0 <= band_rows.
@@ -133,8 +134,9 @@ class conv_direct_kernel {
     std::int64_t y0, block;
   };
 
-  /// Band rows of output rows [y0, y1): each padded input row's channels, de-interleaved, with the
-  /// padding (columns, and rows above or below the image) zeroed.
+  /// Band rows of output rows [y0, y1): each padded input row's channels, de-interleaved, a row
+  /// above or below the image zeroed. Only data positions are written: the padding columns stay
+  /// zero from one band to the next.
   void copy_band(const float* x, std::int64_t y0, std::int64_t y1) {
     const conv_plane_window& g = l_.g;
     const std::int64_t s = l_.phases, pitch = l_.pitch;
@@ -145,15 +147,8 @@ class conv_direct_kernel {
         std::fill_n(row, l_.row_floats, 0.0f);
         continue;
       }
-      for (std::int64_t ci = 0; ci < l_.c; ++ci) {
-        float* phase_rows = row + ci * s * pitch;
-        for (std::int64_t p = 0; p < s; ++p) {  // positions q of phase p holding columns [pad_w, pad_w + w)
-          const std::int64_t first = (g.pad_w - p + s - 1) / s, end = (g.pad_w + g.w - p + s - 1) / s;
-          std::fill_n(phase_rows + p * pitch, first, 0.0f);
-          std::fill(phase_rows + p * pitch + end, phase_rows + (p + 1) * pitch, 0.0f);
-        }
-        conv_deinterleave_row(x + (ci * g.h + iy) * g.w, g.w, g.pad_w, s, phase_rows, pitch);
-      }
+      for (std::int64_t ci = 0; ci < l_.c; ++ci)
+        conv_deinterleave_row(x + (ci * g.h + iy) * g.w, g.w, g.pad_w, s, row + ci * s * pitch, pitch);
     }
   }
 
