@@ -24,16 +24,18 @@ struct alignas(buffer_alignment) gemm_tile {
   std::array<float, gemm_mr * gemm_nr> v;
 };
 
-/// Tile rows I... of sum over k < kc of a(i, k) * b(k, :), over the first NV vectors of the panel.
-/// The accumulators are indexed only by constants (fold expressions, no loops, no lambdas), so they
-/// live in registers however the surrounding code gets inlined.
+/// Tile rows I... of sum over k < kc of a(i, k) * b(k, :), over the first NV vectors of the panel,
+/// handed to `store` a row at a time as store(i, x...), x... the row's NV vectors: a store policy,
+/// spilling the tile (gemm_tile_spill) or merging it straight into C (gemm_small_k's). The
+/// accumulators are indexed only by constants (fold expressions, no loops, no lambdas), and the
+/// policy is forced inline, so they live in registers however the surrounding code gets inlined.
 /// With Prefetch, every other k step also prefetches a cache line of the gemm_mr rows at `next` (a_rs
 /// apart, kc floats each, op(A) read in place): by the last step the rows' first kc / 2 / gemm_mr
 /// lines each are on their way (all of them when gemm_mr is 8 and kc a multiple of 16), so the next
 /// row panel is in L1 when its first tile starts instead of missing on every line.
-template <bool Packed, std::int64_t NV, bool Prefetch, std::int64_t... I>
+template <bool Packed, std::int64_t NV, bool Prefetch, class Store, std::int64_t... I>
 inline void gemm_micro_kernel(std::integer_sequence<std::int64_t, I...>, std::int64_t kc, const float* a,
-                              std::int64_t a_rs, const float* b, gemm_tile& tile, const float* next = nullptr) {
+                              std::int64_t a_rs, const float* b, const Store& store, const float* next = nullptr) {
   static_assert(NV == 1 || NV == 2);
   constexpr auto w = static_cast<std::int64_t>(simd_width);
   constexpr std::int64_t line = 64 / sizeof(float);
@@ -56,9 +58,22 @@ inline void gemm_micro_kernel(std::integer_sequence<std::int64_t, I...>, std::in
        ...);
     }
   }
-  (acc[NV * I].store_aligned(tile.v.data() + I * gemm_nr), ...);
-  if constexpr (NV == 2) (acc[2 * I + 1].store_aligned(tile.v.data() + I * gemm_nr + w), ...);
+  if constexpr (NV == 1)
+    (store(I, acc[I]), ...);
+  else
+    (store(I, acc[2 * I], acc[2 * I + 1]), ...);
 }
+
+/// gemm_micro_kernel's store policy for a tile merged into C afterwards (gemm_store_tile).
+struct gemm_tile_spill {
+  gemm_tile& tile;
+
+  template <class... X>
+  [[gnu::always_inline]] void operator()(std::int64_t i, const X&... x) const {
+    float* row = tile.v.data() + i * gemm_nr;
+    ((x.store_aligned(row), row += simd_width), ...);
+  }
+};
 
 /// How a tile merges into C: C(i, j) = act(alpha * tile(i, j) + bias[i] + beta * C(i, j) + R(i, j)),
 /// where a null bias adds nothing, beta == 0 never reads C, and the residual R (laid out like C,
@@ -71,23 +86,28 @@ struct gemm_epilogue {
   activation act = activation::none;
 };
 
+/// One vector x of a tile merged into C at c: act(alpha * x + bias + beta * C + residual), beta == 0
+/// not reading C, a null residual adding nothing. Forced inline, so constant arguments (gemm_small_k's
+/// alpha, beta and activation) fold away.
+[[gnu::always_inline]] inline void gemm_store_vector(const fbatch& x, float alpha, float bias, float beta,
+                                                     const float* residual, activation act, float* c) {
+  fbatch y = xsimd::fma(fbatch(alpha), x, fbatch(bias));
+  if (beta != 0.0f) y = xsimd::fma(fbatch(beta), fbatch::load_unaligned(c), y);
+  if (residual != nullptr) y = y + fbatch::load_unaligned(residual);
+  activate(act, y).store_unaligned(c);
+}
+
 /// Merges rows [0, rows) x columns [0, cols) of the tile into C.
 inline void gemm_store_tile(const gemm_tile& tile, std::int64_t rows, std::int64_t cols, const gemm_epilogue& e,
                             float* c, std::int64_t rs_c, std::int64_t cs_c) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
   const float alpha = e.alpha, beta = e.beta;
   if (cols % w == 0 && cs_c == 1) {
-    const fbatch va(alpha);
-    const fbatch vb(beta);
     for (std::int64_t i = 0; i < rows; ++i) {
-      const fbatch bias(e.bias != nullptr ? e.bias[i] : 0.0f);
-      for (std::int64_t j = 0; j < cols; j += w) {
-        float* p = c + i * rs_c + j;
-        fbatch x = xsimd::fma(va, fbatch::load_aligned(tile.v.data() + i * gemm_nr + j), bias);
-        if (beta != 0.0f) x = xsimd::fma(vb, fbatch::load_unaligned(p), x);
-        if (e.residual != nullptr) x = x + fbatch::load_unaligned(e.residual + i * rs_c + j);
-        activate(e.act, x).store_unaligned(p);
-      }
+      const float bias = e.bias != nullptr ? e.bias[i] : 0.0f;
+      for (std::int64_t j = 0; j < cols; j += w)
+        gemm_store_vector(fbatch::load_aligned(tile.v.data() + i * gemm_nr + j), alpha, bias, beta,
+                          e.residual != nullptr ? e.residual + i * rs_c + j : nullptr, e.act, c + i * rs_c + j);
     }
     return;
   }
@@ -127,11 +147,11 @@ inline void gemm_tile_update(std::int64_t kc, const float* a, std::int64_t a_rs,
   constexpr auto rows = std::make_integer_sequence<std::int64_t, Rows>{};
   if constexpr (!Packed && Rows == gemm_mr) {
     if (next != nullptr)
-      gemm_micro_kernel<Packed, NV, true>(rows, kc, a, a_rs, b, tile, next);
+      gemm_micro_kernel<Packed, NV, true>(rows, kc, a, a_rs, b, gemm_tile_spill{tile}, next);
     else
-      gemm_micro_kernel<Packed, NV, false>(rows, kc, a, a_rs, b, tile);
+      gemm_micro_kernel<Packed, NV, false>(rows, kc, a, a_rs, b, gemm_tile_spill{tile});
   } else {
-    gemm_micro_kernel<Packed, NV, false>(rows, kc, a, a_rs, b, tile);
+    gemm_micro_kernel<Packed, NV, false>(rows, kc, a, a_rs, b, gemm_tile_spill{tile});
   }
   gemm_store_tile(tile, Rows, cols, e, c, rs_c, cs_c);
 }

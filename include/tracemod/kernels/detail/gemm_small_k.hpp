@@ -25,57 +25,47 @@ namespace tracemod::kernels::detail {
 /// Largest k that gemm_small_k takes.
 inline constexpr std::int64_t gemm_small_k_max = 32;
 
-/// One row of a tile into C: act(acc + bias + residual) for its two vectors. The operations and
-/// their order are gemm_store_tile's with alpha 1 and beta 0 (fma(1, x, bias) is x + bias).
+/// gemm_micro_kernel's store policy for gemm_small_k: each accumulator straight into C as
+/// act(acc + bias + residual), gemm_store_tile's vector epilogue with alpha 1 and beta 0, so the
+/// same operations in the same order (fma(1, x, bias) is x + bias). C's rows c_rs apart, the
+/// residual laid out like C (null: none), the bias indexed from the tile's first row (null: none).
 template <activation Act>
-inline void gemm_small_k_store_row(const fbatch& acc0, const fbatch& acc1, float bias, const float* residual,
-                                   float* c) {
-  constexpr auto w = static_cast<std::int64_t>(simd_width);
-  fbatch x0 = acc0 + fbatch(bias), x1 = acc1 + fbatch(bias);
-  if (residual != nullptr) {
-    x0 = x0 + fbatch::load_unaligned(residual);
-    x1 = x1 + fbatch::load_unaligned(residual + w);
-  }
-  activate(Act, x0).store_unaligned(c);
-  activate(Act, x1).store_unaligned(c + w);
-}
+struct gemm_small_k_store {
+  const float* bias;
+  const float* residual;
+  float* c;
+  std::int64_t c_rs;
 
-/// Rows I... x NR columns of C = act(op(A) op(B) + bias + residual) over k < kc, with op(A)'s rows
-/// read in place (a_rs apart), b one packed NR-wide panel of op(B) (64-byte aligned), the residual
-/// laid out like C (null: none), the bias indexed from the tile's first row (null: none). As in
-/// gemm_micro_kernel, the accumulators are indexed only by constants (fold expressions), so they
-/// stay in registers.
-template <activation Act, std::int64_t... I>
-inline void gemm_small_k_tile(std::integer_sequence<std::int64_t, I...>, std::int64_t kc, const float* a,
-                              std::int64_t a_rs, const float* b, const float* bias, const float* residual,
-                              float* c, std::int64_t c_rs) {
-  constexpr auto w = static_cast<std::int64_t>(simd_width);
-  std::array<fbatch, 2 * sizeof...(I)> acc{};
-  for (std::int64_t k = 0; k < kc; ++k, ++a, b += gemm_nr) {
-    const fbatch b0 = fbatch::load_aligned(b), b1 = fbatch::load_aligned(b + w);
-    ((acc[2 * I] = xsimd::fma(fbatch(a[I * a_rs]), b0, acc[2 * I]),
-      acc[2 * I + 1] = xsimd::fma(fbatch(a[I * a_rs]), b1, acc[2 * I + 1])),
-     ...);
+  template <class... X>
+  [[gnu::always_inline]] void operator()(std::int64_t i, const X&... x) const {
+    constexpr auto w = static_cast<std::int64_t>(simd_width);
+    const float b = bias != nullptr ? bias[i] : 0.0f;
+    const float* const r = residual != nullptr ? residual + i * c_rs : nullptr;
+    float* const row = c + i * c_rs;
+    std::int64_t j = 0;
+    ((gemm_store_vector(x, 1.0f, b, 0.0f, r != nullptr ? r + j : nullptr, Act, row + j), j += w), ...);
   }
-  (gemm_small_k_store_row<Act>(acc[2 * I], acc[2 * I + 1], bias != nullptr ? bias[I] : 0.0f,
-                               residual != nullptr ? residual + I * c_rs : nullptr, c + I * c_rs),
-   ...);
-}
+};
 
 using gemm_small_k_tile_fn = void (*)(std::int64_t, const float*, std::int64_t, const float*, const float*,
                                       const float*, float*, std::int64_t);
 
+/// Rows x NR columns of C = act(op(A) op(B) + bias + residual) over k < kc, with op(A)'s rows read
+/// in place (a_rs apart) and b one packed NR-wide panel of op(B) (64-byte aligned): the accumulators
+/// go from registers into C. Flattened: with the micro-kernel called out of line, GCC 12 computed
+/// all of the tile's store addresses up front and spilled them (96 x 12544 x 16 7 % slower).
 template <activation Act, std::int64_t Rows>
-inline void gemm_small_k_tile_rows(std::int64_t kc, const float* a, std::int64_t a_rs, const float* b,
-                                   const float* bias, const float* residual, float* c, std::int64_t c_rs) {
-  gemm_small_k_tile<Act>(std::make_integer_sequence<std::int64_t, Rows>{}, kc, a, a_rs, b, bias, residual, c, c_rs);
+[[gnu::flatten]] inline void gemm_small_k_tile(std::int64_t kc, const float* a, std::int64_t a_rs, const float* b,
+                                               const float* bias, const float* residual, float* c, std::int64_t c_rs) {
+  gemm_micro_kernel<false, 2, false>(std::make_integer_sequence<std::int64_t, Rows>{}, kc, a, a_rs, b,
+                                     gemm_small_k_store<Act>{bias, residual, c, c_rs});
 }
 
 /// gemm_small_k_tile instantiations indexed by Rows - 1.
 template <activation Act, std::int64_t... R>
 inline constexpr std::array<gemm_small_k_tile_fn, sizeof...(R)> make_gemm_small_k_tiles(
     std::integer_sequence<std::int64_t, R...>) {
-  return {&gemm_small_k_tile_rows<Act, R + 1>...};
+  return {&gemm_small_k_tile<Act, R + 1>...};
 }
 template <activation Act>
 inline constexpr auto gemm_small_k_tiles =
