@@ -31,7 +31,6 @@
 #include <array>
 #include <cstdint>
 #include <utility>
-#include <vector>
 
 namespace tracemod::kernels::detail {
 
