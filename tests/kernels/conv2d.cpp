@@ -174,6 +174,33 @@ TEST_CASE("conv2d: plain, padded, strided, dilated, non-square, batched") {
   }
 }
 
+TEST_CASE("conv2d: im2col at stride 2 (runs of every other input column), partial vectors, no over-read") {
+  // The packing reads stride-2 output rows as runs of every other input column, one pair of loads
+  // per run, and blends the runs of a vector that wraps to the next output row; vectors past the
+  // last position keep only their valid lanes. A run load may not leave the padded plane under the
+  // largest (r, s) shift: with stride_h 1 and no padding, rows wrap one column apart, so loads near
+  // the plane's end must fall back to lane-by-lane reads.
+  const auto strided = [](std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k, std::int64_t r,
+                          std::int64_t stride_h, std::int64_t pad, std::int64_t dil) {
+    auto g = geometry(1, c, h, w, k, r, r);
+    g.stride_h = stride_h;
+    g.stride_w = 2;
+    g.pad_h = g.pad_w = pad;
+    g.dil_h = g.dil_w = dil;
+    return g;
+  };
+  const std::vector<kern::conv2d_geometry> cases = {
+      strided(40, 56, 56, 9, 1, 2, 0, 1),  // ResNet's downsampling 1x1: 28-wide output rows
+      strided(20, 15, 15, 6, 3, 2, 1, 1),  // 8-wide output rows: every vector wraps
+      strided(20, 14, 14, 6, 3, 2, 1, 1),  // 7x7 output: 49 positions, a one-lane last vector
+      strided(20, 9, 71, 5, 3, 2, 1, 1),   // 36-wide output rows, several blocks of runs
+      strided(20, 20, 21, 7, 3, 2, 2, 2),  // dilated
+      strided(6, 5, 9, 3, 1, 1, 0, 1),     // stride (1, 2), unpadded: rows wrap one column apart
+      strided(20, 6, 17, 4, 3, 1, 0, 1),   // the same under a 3x3 shift
+  };
+  for (const auto& g : cases) check_conv(g, true, kern::conv2d_algorithm::direct);
+}
+
 TEST_CASE("conv2d: 1x1 with at most 32 input channels (gemm_small_k), every epilogue") {
   // Edges of the small-k path: 1 and 32 channels (33 takes the blocked GEMM), whole and partial row
   // panels, planes of exactly one column panel, one and a half (a two-vector partial panel), under

@@ -8,6 +8,7 @@
 #include <tracemod/kernels/detail/gemm_driver.hpp>
 #include <tracemod/kernels/detail/gemm_micro_kernel.hpp>
 #include <tracemod/kernels/detail/parallel_grain.hpp>
+#include <tracemod/kernels/detail/pool_strided_load.hpp>
 #include <tracemod/kernels/simd.hpp>
 
 #include <algorithm>
@@ -63,48 +64,91 @@ inline void conv_pad_input(const float* src, std::int64_t channels, std::int64_t
   });
 }
 
-/// How one vector of a panel row is read. Its lanes are consecutive output positions; with unit
-/// stride they are unit-stride runs in the padded input, broken where positions wrap to the next
-/// output row. A few runs are read with one load each, blended; more are read lane by lane.
+/// How one vector of a panel row is read. Its lanes are consecutive output positions: within an
+/// output row they are stride_w apart in the padded input, so with stride 1 or 2 they are runs of
+/// such lanes, broken where positions wrap to the next output row. A few runs are read with one
+/// load each (load_stride2 with stride 2), blended, and lanes past the block's last column zeroed;
+/// more runs are read lane by lane.
 struct im2col_vector {
   static constexpr std::int64_t max_runs = 4;
   static constexpr std::int64_t gathered = max_runs + 1;
   std::int64_t runs;                            ///< 0 for pure padding, `gathered`, or 1..max_runs
+  std::int64_t valid;                           ///< lanes holding columns of the block
   std::array<std::int64_t, max_runs> start{};   ///< first lane of each run
-  std::array<std::int64_t, max_runs> offset{};  ///< where a vector load puts each run's lanes in place
+  std::array<std::int64_t, max_runs> offset{};  ///< where a run load puts each run's lanes in place
 };
+
+/// simd_width floats Step apart from p (Step 1 or 2), reading only p[0, Step (simd_width - 1)].
+template <std::int64_t Step>
+inline fbatch im2col_run_load(const float* p) noexcept {
+  if constexpr (Step == 1)
+    return fbatch::load_unaligned(p);
+  else
+    return load_stride2(p);
+}
+
+/// Applies the plan of a vector of 1..max_runs runs of lanes Step apart down `rows` panel rows: row
+/// k reads from data + row[k] and goes to out + k * gemm_nr.
+template <std::int64_t Step>
+inline void conv_pack_runs(const im2col_vector& v, const float* data, const std::int64_t* row, std::int64_t rows,
+                           float* out) {
+  const fbatch lane_id = fbatch::load_aligned(conv_lane_ids.data());
+  std::array<xsimd::batch_bool<float, arch>, im2col_vector::max_runs> from_run;
+  for (std::int64_t r = 1; r < v.runs; ++r) from_run[r] = lane_id >= fbatch(static_cast<float>(v.start[r]));
+  const auto load = [&](std::int64_t k) {
+    const float* base = data + row[k];
+    fbatch x = im2col_run_load<Step>(base + v.offset[0]);
+    for (std::int64_t r = 1; r < v.runs; ++r) x = xsimd::select(from_run[r], im2col_run_load<Step>(base + v.offset[r]), x);
+    return x;
+  };
+  if (v.valid < static_cast<std::int64_t>(simd_width)) {
+    const auto kept = lane_id < fbatch(static_cast<float>(v.valid));
+    for (std::int64_t k = 0; k < rows; ++k) xsimd::select(kept, load(k), fbatch(0.0f)).store_aligned(out + k * gemm_nr);
+  } else if (v.runs == 1) {
+    for (std::int64_t k = 0; k < rows; ++k)
+      im2col_run_load<Step>(data + row[k] + v.offset[0]).store_aligned(out + k * gemm_nr);
+  } else {
+    for (std::int64_t k = 0; k < rows; ++k) load(k).store_aligned(out + k * gemm_nr);
+  }
+}
 
 /// conv_pack_columns for nc <= gemm_nc. Each row (c, r, s) is the input shifted by (r, s), sampled
 /// at the block's output positions, so the reading plan of each vector is made once per block and
-/// reused for all kc rows. Offsets grow by at least one per lane, so every run load lies between
-/// its vector's first and last element.
+/// reused for all kc rows. A run load is taken only when, under the largest shift, it stays inside
+/// one padded plane, so no row's loads leave the input; unit-stride runs of whole vectors always
+/// do, offsets growing by at least one per lane.
 inline void conv_pack_column_block(const im2col_source& src, std::int64_t k0, std::int64_t kc, std::int64_t j0,
                                    std::int64_t nc, float* dst) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
   constexpr std::int64_t vectors_per_panel = gemm_nr / w;
   const std::int64_t plane = src.padded_h * src.padded_w;
   const std::int64_t vectors = (nc + gemm_nr - 1) / gemm_nr * vectors_per_panel;
-  const fbatch lane_id = fbatch::load_aligned(conv_lane_ids.data());
+  // Lanes of a run are `step` apart; other strides make no runs.
+  const std::int64_t step = src.stride_w;
+  const bool runs_possible = step == 1 || step == 2;
+  const std::int64_t largest_shift = (src.r - 1) * src.dil_h * src.padded_w + (src.s - 1) * src.dil_w;
 
-  // Offsets of the block's output positions (the origin for lanes past nc, zeroed below).
+  // Offsets of the block's output positions.
   std::array<std::int64_t, gemm_nc> offset;
-  for (std::int64_t j = 0; j < vectors * w; ++j) {
+  for (std::int64_t j = 0; j < nc; ++j) {
     const std::int64_t pos = j0 + j;
-    offset[j] = j < nc ? pos / src.out_w * src.stride_h * src.padded_w + pos % src.out_w * src.stride_w : 0;
+    offset[j] = pos / src.out_w * src.stride_h * src.padded_w + pos % src.out_w * src.stride_w;
   }
   std::array<im2col_vector, gemm_nc / w> plan;
   for (std::int64_t q = 0; q < vectors; ++q) {
     const std::int64_t* lane = offset.data() + q * w;
-    const std::int64_t valid = std::clamp<std::int64_t>(nc - q * w, 0, w);
     im2col_vector& v = plan[q];
-    v.runs = valid == 0 ? 0 : valid < w ? im2col_vector::gathered : 1;
-    for (std::int64_t l = 1; l < valid && v.runs <= im2col_vector::max_runs; ++l) {
-      if (lane[l] == lane[l - 1] + 1) continue;
+    v.valid = std::clamp<std::int64_t>(nc - q * w, 0, w);
+    v.runs = v.valid == 0 ? 0 : runs_possible ? 1 : im2col_vector::gathered;
+    for (std::int64_t l = 1; l < v.valid && v.runs <= im2col_vector::max_runs; ++l) {
+      if (lane[l] == lane[l - 1] + step) continue;
       if (v.runs++ < im2col_vector::max_runs) v.start[v.runs - 1] = l;
     }
     if (v.runs > im2col_vector::max_runs) v.runs = im2col_vector::gathered;
-    for (std::int64_t r = 0; r < std::min(v.runs, im2col_vector::max_runs); ++r)
-      v.offset[r] = lane[v.start[r]] - v.start[r];
+    for (std::int64_t r = 0; r < std::min(v.runs, im2col_vector::max_runs); ++r) {
+      v.offset[r] = lane[v.start[r]] - step * v.start[r];
+      if (v.offset[r] < 0 || v.offset[r] + step * (w - 1) + largest_shift >= plane) v.runs = im2col_vector::gathered;
+    }
   }
 
   // Rows go in passes: the offsets of a pass's (c, r, s) rows are tabled, then each vector's plan is
@@ -127,34 +171,23 @@ inline void conv_pack_column_block(const im2col_source& src, std::int64_t k0, st
     for (std::int64_t q = 0; q < vectors; ++q) {
       float* out = dst + q / vectors_per_panel * kc * gemm_nr + kb * gemm_nr + q % vectors_per_panel * w;
       const im2col_vector& v = plan[q];
+      const std::int64_t* lane = offset.data() + q * w;
       if (v.runs == 0) {
         for (std::int64_t k = 0; k < rows; ++k) fbatch(0.0f).store_aligned(out + k * gemm_nr);
-      } else if (v.runs == 1) {
-        for (std::int64_t k = 0; k < rows; ++k)
-          fbatch::load_unaligned(src.data + row[k] + v.offset[0]).store_aligned(out + k * gemm_nr);
       } else if (v.runs <= im2col_vector::max_runs) {
-        std::array<xsimd::batch_bool<float, arch>, im2col_vector::max_runs> from_run;
-        for (std::int64_t r = 1; r < v.runs; ++r) from_run[r] = lane_id >= fbatch(static_cast<float>(v.start[r]));
-        for (std::int64_t k = 0; k < rows; ++k) {
-          const float* base = src.data + row[k];
-          fbatch x = fbatch::load_unaligned(base + v.offset[0]);
-          for (std::int64_t r = 1; r < v.runs; ++r)
-            x = xsimd::select(from_run[r], fbatch::load_unaligned(base + v.offset[r]), x);
-          x.store_aligned(out + k * gemm_nr);
-        }
+        if (step == 1)
+          conv_pack_runs<1>(v, src.data, row.data(), rows, out);
+        else
+          conv_pack_runs<2>(v, src.data, row.data(), rows, out);
       } else {
         // Lane by lane: xsimd 8.1's gather is a chain of lane inserts that g++ does not always
         // inline (3x slower strided convolutions when it does not), and no faster when it does.
-        for (std::int64_t k = 0; k < rows; ++k)
-          for (std::int64_t l = 0; l < w; ++l) out[k * gemm_nr + l] = src.data[row[k] + offset[q * w + l]];
+        for (std::int64_t k = 0; k < rows; ++k) {
+          for (std::int64_t l = 0; l < v.valid; ++l) out[k * gemm_nr + l] = src.data[row[k] + lane[l]];
+          for (std::int64_t l = v.valid; l < w; ++l) out[k * gemm_nr + l] = 0.0f;
+        }
       }
     }
-  }
-  // Lanes past nc in the last partial vector read the origin; zero them.
-  if (nc % w != 0) {
-    float* last = dst + nc / gemm_nr * kc * gemm_nr;
-    for (std::int64_t k = 0; k < kc; ++k)
-      std::fill(last + k * gemm_nr + nc % gemm_nr, last + k * gemm_nr + (nc % gemm_nr + w - 1) / w * w, 0.0f);
   }
 }
 

@@ -149,38 +149,50 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
   const bool a_in_place = a.cs == 1;
   const std::int64_t row_panels = (m + gemm_mr - 1) / gemm_mr;
 
-  // Work item (row panel, t) of a packed block: tile t, or with t == tiles the dot-product columns.
-  // `a_packed` holds op(A)'s row panels for the block's k range when op(A) is not read in place.
-  const auto run_item = [&](const gemm_packed_block& pb, std::int64_t panel, std::int64_t t, const float* a_packed) {
+  // Work items [t_begin, t_end) of one row panel of a packed block: tiles t, and with t == tiles the
+  // dot-product columns. What depends only on the row panel is set up once for all of them, so a
+  // tile costs its micro-kernel call and little else. `a_packed` holds op(A)'s row panels for the
+  // block's k range when op(A) is not read in place.
+  const auto run_row_panel = [&](const gemm_packed_block& pb, std::int64_t panel, std::int64_t t_begin,
+                                 std::int64_t t_end, const float* a_packed) {
     const gemm_column_block& blk = pb.blk;
     const std::int64_t k0 = pb.k0, kc = pb.kc;
     const bool first_block = k0 == 0;      // later k blocks accumulate onto what it wrote
     const bool last_block = k0 + kc == k;  // the epilogue's residual and activation go here
     const std::int64_t i0 = panel * gemm_mr, rows = std::min(gemm_mr, m - i0);
-    const float* a_src = a_in_place ? a.data + i0 * a.rs + k0 : a_packed + panel * gemm_mr * kc;
+    const float* const a_src = a_in_place ? a.data + i0 * a.rs + k0 : a_packed + panel * gemm_mr * kc;
+    float* const c_rows = c.data + i0 * c.rs;
+    const float* const residual_rows = last_block && residual != nullptr ? residual + i0 * c.rs : nullptr;
     gemm_epilogue epilogue{alpha, first_block ? beta : 1.0f, first_block && bias != nullptr ? bias + i0 : nullptr};
     if (last_block) epilogue.act = act;
-    const auto residual_at = [&](std::int64_t j) {
-      return last_block && residual != nullptr ? residual + i0 * c.rs + j * c.cs : nullptr;
-    };
-    if (t < blk.tiles) {
-      const std::int64_t jp = t * gemm_nr, cols = std::min(gemm_nr, blk.tiled - jp);
-      epilogue.residual = residual_at(blk.j0 + jp);
+    const gemm_tile_fn whole_tile = gemm_tile_update_for(rows, gemm_nr, !a_in_place);
+    const float* b = pb.b + (t_begin - pb.first_panel) * pb.panel_stride;
+    for (std::int64_t t = t_begin; t < std::min(t_end, blk.tiles); ++t, b += pb.panel_stride) {
+      const std::int64_t j = blk.j0 + t * gemm_nr, cols = std::min(gemm_nr, blk.j0 + blk.tiled - j);
+      if (residual_rows != nullptr) epilogue.residual = residual_rows + j * c.cs;
       // A row panel's first tile reads its rows of op(A) from memory, the others from L1: the first
       // prefetches the next panel (when whole), which 1x1 convolutions' weights otherwise miss on.
       const bool prefetch = a_in_place && t == pb.first_panel && i0 + 2 * gemm_mr <= m;
-      const float* next = prefetch ? a_src + gemm_mr * a.rs : nullptr;
-      gemm_tile_update_for(rows, cols, !a_in_place)(kc, a_src, a.rs, pb.b + (t - pb.first_panel) * pb.panel_stride, cols,
-                                                    epilogue, c.data + i0 * c.rs + (blk.j0 + jp) * c.cs, c.rs, c.cs, next);
-      return;
+      (cols == gemm_nr ? whole_tile : gemm_tile_update_for(rows, cols, !a_in_place))(
+          kc, a_src, a.rs, b, cols, epilogue, c_rows + j * c.cs, c.rs, c.cs, prefetch ? a_src + gemm_mr * a.rs : nullptr);
     }
+    if (t_end <= blk.tiles) return;
     for (std::int64_t d = 0; d < blk.dot_columns; ++d) {
       const std::int64_t j = blk.j0 + blk.tiled + d;
-      float* y = c.data + i0 * c.rs + j * c.cs;
       gemm_dot_rows(i0, rows, kc, alpha, strided_matrix{a.data + k0, a.rs, 1}, pb.columns + d * kc, epilogue.beta,
                     first_block ? bias : nullptr, c.data + j * c.cs, c.rs);
-      if (epilogue.act != activation::none || residual_at(j) != nullptr)
-        finish_run(y, rows, c.rs, residual_at(j), epilogue.act);
+      const float* const r = residual_rows != nullptr ? residual_rows + j * c.cs : nullptr;
+      if (epilogue.act != activation::none || r != nullptr) finish_run(c_rows + j * c.cs, rows, c.rs, r, epilogue.act);
+    }
+  };
+  // Work items [lo, hi) of a packed block, numbered row-major over (row panel, t), a row panel at a
+  // time.
+  const auto run_items = [&](const gemm_packed_block& pb, std::int64_t lo, std::int64_t hi, const float* a_packed) {
+    const std::int64_t per_row = pb.blk.items_per_row;
+    for (std::int64_t item = lo; item < hi;) {
+      const std::int64_t panel = item / per_row, t = item % per_row, t_end = std::min(per_row, t + (hi - item));
+      run_row_panel(pb, panel, t, t_end, a_packed);
+      item += t_end - t;
     }
   };
   // Contiguous copies of the dot columns out of the packed panels (the block's `columns`).
@@ -224,10 +236,8 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
           const gemm_packed_block pb{blk,   k0, kc, prepacked ? packed_once(j0, k0, first) : b,
                                      first, gemm_nr * (prepacked ? k : kc), columns.data()};
           if (dots) copy_dot_columns(pb, columns.data());
-          for (std::int64_t panel = 0; panel < row_panels; ++panel) {
-            for (std::int64_t t = first; t < std::min(last, blk.tiles); ++t) run_item(pb, panel, t, nullptr);
-            if (dots) run_item(pb, panel, blk.tiles, nullptr);
-          }
+          for (std::int64_t panel = 0; panel < row_panels; ++panel)
+            run_row_panel(pb, panel, first, dots ? blk.tiles + 1 : std::min(last, blk.tiles), nullptr);
         }
       }
     });
@@ -277,15 +287,10 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
           const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
           const std::int64_t items_per_row = blk.items_per_row, items = row_panels * items_per_row;
           const gemm_packed_block pb{blk, k0, kc, b_packed + j0 * k + k0 * gemm_nr, 0, gemm_nr * k, columns.data()};
-          bool dots_copied = false;
-          for (std::int64_t item = items * worker / workers; item < items * (worker + 1) / workers; ++item) {
-            const std::int64_t t = item % items_per_row;
-            if (t == blk.tiles && !dots_copied) {
-              copy_dot_columns(pb, columns.data());
-              dots_copied = true;
-            }
-            run_item(pb, item / items_per_row, t, a_in_place ? nullptr : a_whole + k0 * row_panels * gemm_mr);
-          }
+          const std::int64_t lo = items * worker / workers, hi = items * (worker + 1) / workers;
+          // With dot columns, t == tiles ends every row panel: the first such item from lo on.
+          if (blk.dot_columns > 0 && lo - lo % items_per_row + blk.tiles < hi) copy_dot_columns(pb, columns.data());
+          run_items(pb, lo, hi, a_in_place ? nullptr : a_whole + k0 * row_panels * gemm_mr);
         }
       }
     });
@@ -321,12 +326,8 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
       const gemm_packed_block pb{blk, k0, kc, prepacked ? packed_once(j0, k0, 0) : b_panels,
                                  0,   gemm_nr * (prepacked ? k : kc), columns.data()};
       copy_dot_columns(pb, columns.data());
-      const std::int64_t items_per_row = blk.items_per_row;
-      parallel_for(0, row_panels * items_per_row, grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * kc),
-                   [&](std::int64_t lo, std::int64_t hi) {
-                     for (std::int64_t item = lo; item < hi; ++item)
-                       run_item(pb, item / items_per_row, item % items_per_row, a_panels);
-                   });
+      parallel_for(0, row_panels * blk.items_per_row, grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * kc),
+                   [&](std::int64_t lo, std::int64_t hi) { run_items(pb, lo, hi, a_panels); });
     }
   }
 }
