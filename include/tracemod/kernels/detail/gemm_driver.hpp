@@ -166,15 +166,18 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     gemm_epilogue epilogue{alpha, first_block ? beta : 1.0f, first_block && bias != nullptr ? bias + i0 : nullptr};
     if (last_block) epilogue.act = act;
     const gemm_tile_fn whole_tile = gemm_tile_update_for(rows, gemm_nr, !a_in_place);
-    const float* b = pb.b + (t_begin - pb.first_panel) * pb.panel_stride;
-    for (std::int64_t t = t_begin; t < std::min(t_end, blk.tiles); ++t, b += pb.panel_stride) {
-      const std::int64_t j = blk.j0 + t * gemm_nr, cols = std::min(gemm_nr, blk.j0 + blk.tiled - j);
-      if (residual_rows != nullptr) epilogue.residual = residual_rows + j * c.cs;
-      // A row panel's first tile reads its rows of op(A) from memory, the others from L1: the first
-      // prefetches the next panel (when whole), which 1x1 convolutions' weights otherwise miss on.
-      const bool prefetch = a_in_place && t == pb.first_panel && i0 + 2 * gemm_mr <= m;
+    // Locals, not the closure's references, so they stay in registers across the tile calls.
+    const std::int64_t a_rs = a.rs, c_rs = c.rs, c_cs = c.cs, panel_stride = pb.panel_stride;
+    const std::int64_t tile_end = std::min(t_end, blk.tiles), tiled_end = blk.j0 + blk.tiled;
+    // A row panel's first tile reads its rows of op(A) from memory, the others from L1: the first
+    // prefetches the next panel (when whole), which 1x1 convolutions' weights otherwise miss on.
+    const float* const next_panel = a_in_place && i0 + 2 * gemm_mr <= m ? a_src + gemm_mr * a_rs : nullptr;
+    const float* b = pb.b + (t_begin - pb.first_panel) * panel_stride;
+    for (std::int64_t t = t_begin, j = blk.j0 + t_begin * gemm_nr; t < tile_end; ++t, j += gemm_nr, b += panel_stride) {
+      const std::int64_t cols = std::min(gemm_nr, tiled_end - j);
+      if (residual_rows != nullptr) epilogue.residual = residual_rows + j * c_cs;
       (cols == gemm_nr ? whole_tile : gemm_tile_update_for(rows, cols, !a_in_place))(
-          kc, a_src, a.rs, b, cols, epilogue, c_rows + j * c.cs, c.rs, c.cs, prefetch ? a_src + gemm_mr * a.rs : nullptr);
+          kc, a_src, a_rs, b, cols, epilogue, c_rows + j * c_cs, c_rs, c_cs, t == pb.first_panel ? next_panel : nullptr);
     }
     if (t_end <= blk.tiles) return;
     for (std::int64_t d = 0; d < blk.dot_columns; ++d) {
