@@ -7,6 +7,14 @@
 # instead of one per header. Run by CTest (tests/CMakeLists.txt). The optional tracemod/onnx headers
 # need libonnx-dev: they are checked when TRACEMOD_CHECK_ONNX_HEADERS=ON. The checks run on every
 # core (it is the longest test of the suite when run one after another).
+#
+# Hubs (clang++ only): most headers include a few heavy ones (the op registry, the graph), and
+# parsing and instantiating those was most of each check. Each hub is checked alone once, as a
+# precompiled header, and a header that reaches a hub through include lines that come before any
+# code (in its own file and in every file on the way) is checked with that hub's precompiled header
+# in front: the same declarations, in the same order, as compiling the header alone, since the hub
+# would have been read in full before any of the header's own code. A header that the hub itself
+# includes is checked without it (with it, its check would be empty). docs/build.md measures this.
 #   cmake/check-headers.sh <include dir> <extra compiler flags...>
 set -euo pipefail
 include_dir=$1
@@ -16,6 +24,10 @@ trap 'rm -rf "$work"' EXIT
 
 : > "$work/flags"
 [ $# -eq 0 ] || printf '%s\n' "$@" > "$work/flags"
+
+# Hubs: a header is checked after the last one of this list that it reaches.
+hubs=(tracemod/kernels/simd.hpp tracemod/core/tensor.hpp tracemod/nn/module.hpp tracemod/functional/registry.hpp
+      tracemod/graph/graph.hpp)
 
 # An umbrella header (nothing but comments, `#pragma once` and #include lines of other tracemod
 # headers, e.g. tracemod/tracemod.hpp) is self-contained when every header it includes is, which
@@ -33,11 +45,49 @@ while IFS= read -r header; do
   headers+=("$rel")
   is_umbrella "$header" || alone+=("$rel")
 done < <(find "$include_dir/tracemod" -name '*.hpp' | sort)
+printf '%s\n' "${headers[@]}" > "$work/headers"
 
-# check <compiler> <header relative to include_dir, or "all">: prints the failure, if any. Every
-# header is included twice, so include guards are checked too.
+# The include graph: "<header> <included header> head|tail" for every tracemod include line; head
+# when no code (a line that is not blank, a comment or a preprocessor line) comes before it.
+for rel in "${headers[@]}"; do
+  awk -v from="$rel" '
+    incomment { if (index($0, "*/")) incomment = 0; next }
+    /^[[:space:]]*\/\*/ { if (!index($0, "*/")) incomment = 1; next }
+    /^[[:space:]]*(\/\/.*)?$/ { next }
+    /^[[:space:]]*#[[:space:]]*include[[:space:]]*<tracemod\// {
+      match($0, /<tracemod\/[^>]*>/); print from, substr($0, RSTART + 1, RLENGTH - 2), (code ? "tail" : "head"); next }
+    /^[[:space:]]*#/ { next }
+    { code = 1 }' "$include_dir/$rel"
+done > "$work/edges"
+
+# hub_of <header>: the last hub of the list that the header reaches through head includes only, that
+# is not the header itself and that does not include the header (through any include); none: "".
+reach() {  # reach <header> <head|any>: every header it includes, directly or not
+  awk -v start="$1" -v kind="$2" '
+    kind == "any" || $3 == "head" { next_of[$1] = next_of[$1] " " $2 }
+    END {
+      stack[++top] = start
+      while (top) {
+        h = stack[top--]; n = split(next_of[h], to, " ")
+        for (i = 1; i <= n; i++) if (!(to[i] in seen)) { seen[to[i]] = 1; print to[i]; stack[++top] = to[i] }
+      }
+    }' "$work/edges"
+}
+for hub in "${hubs[@]}"; do reach "$hub" any > "$work/$(echo "$hub" | tr / _).closure"; done
+hub_of() {
+  local found= hub
+  for hub in "${hubs[@]}"; do
+    [ "$hub" != "$1" ] || continue
+    grep -qxF "$1" "$work/$(echo "$hub" | tr / _).closure" && continue
+    reach "$1" head | grep -qxF "$hub" && found=$hub
+  done
+  echo "$found"
+}
+
+# check <compiler> <header relative to include_dir, or "all"> [precompiled header]: prints the
+# failure, if any. Every header is included twice, so include guards are checked too.
 check() {
-  local cxx=$1 what=$2 tu flags
+  local cxx=$1 what=$2 pch=${3:-} tu flags
   mapfile -t flags < "$work/flags"
   tu=$(mktemp -p "$work" --suffix=.cpp)
   if [ "$what" = all ]; then
@@ -46,25 +96,52 @@ check() {
   else
     printf '#include <%s>\n#include <%s>\n' "$what" "$what" > "$tu"
   fi
+  [ -z "$pch" ] || flags+=(-include-pch "$pch")
   if ! "$cxx" -std=c++20 -fsyntax-only -Wall -Wextra -Werror -I"$include_dir" "${flags[@]}" "$tu" 2> "$tu.log"; then
-    { echo "FAILED ($cxx): $what"; head -20 "$tu.log"; } > "$tu.failed"
+    { echo "FAILED ($cxx${pch:+, after ${pch##*/}}): $what"; head -20 "$tu.log"; } > "$tu.failed"
     cat "$tu.failed"
   fi
 }
 export -f check
 export include_dir work
-printf '%s\n' "${headers[@]}" > "$work/headers"
 
-alone_cxx=g++
-command -v clang++ >/dev/null && alone_cxx=clang++
-{
-  [ "$alone_cxx" = g++ ] || printf '%s\0%s\0' g++ all  # first: the longest single check
-  for rel in "${alone[@]}"; do printf '%s\0%s\0' "$alone_cxx" "$rel"; done
-} | xargs -0 -n 2 -P "$(nproc)" bash -c 'check "$0" "$1"'
+pch_of() { echo "$work/$(echo "$1" | tr / _).pch"; }
+
+# hub <header>: the hub checked alone (included twice, same flags) and kept as a precompiled header
+# (-fpch-instantiate-templates: its template instantiations are done once, in it). Each hub's is
+# built from its source alone, not on another hub's (clang 14's chained precompiled headers lose
+# libstdc++'s internal macros).
+hub() {
+  local flags tu=$work/$(echo "$1" | tr / _).h
+  mapfile -t flags < "$work/flags"
+  printf '#include <%s>\n#include <%s>\n' "$1" "$1" > "$tu"
+  if ! clang++ -std=c++20 -x c++-header -Wall -Wextra -Werror -fpch-instantiate-templates -I"$include_dir" \
+      "${flags[@]}" "$tu" -o "${tu%.h}.pch" 2> "$tu.log"; then
+    { echo "FAILED (clang++): $1"; head -20 "$tu.log"; } > "$tu.failed"
+    cat "$tu.failed"
+  fi
+}
+export -f hub
+
+if command -v clang++ >/dev/null; then
+  # First the hubs, beside the longest single check (g++, all headers); then the other headers.
+  {
+    printf '%s\0%s\0' check all
+    for h in "${hubs[@]}"; do printf '%s\0%s\0' hub "$h"; done
+  } | xargs -0 -n 2 -P "$(nproc)" bash -c 'if [ "$0" = check ]; then check g++ all; else hub "$1"; fi'
+  for rel in "${alone[@]}"; do
+    printf '%s\n' "${hubs[@]}" | grep -qxF "$rel" && continue
+    pch=$(hub_of "$rel")
+    [ -n "$pch" ] && pch=$(pch_of "$pch")
+    [ -f "$pch" ] || pch=  # the hub failed (and says so): this header is checked without it
+    printf '%s\0%s\0%s\0' clang++ "$rel" "$pch"
+  done | xargs -0 -n 3 -P "$(nproc)" bash -c 'check "$0" "$1" "$2"'
+  summary="${#alone[@]} headers compile alone with clang++ (${#hubs[@]} of them hubs, $((${#headers[@]} - ${#alone[@]})) umbrella headers only include them); all ${#headers[@]} compile together with g++"
+else
+  for rel in "${alone[@]}"; do printf '%s\0%s\0' g++ "$rel"; done | xargs -0 -n 2 -P "$(nproc)" bash -c 'check "$0" "$1"'
+  summary="${#alone[@]} headers compile alone with g++ ($((${#headers[@]} - ${#alone[@]})) umbrella headers only include them)"
+fi
 
 # A failure is recorded in a .failed file (xargs' own status says nothing about which check failed).
 if compgen -G "$work/*.failed" >/dev/null; then exit 1; fi
-together=
-[ "$alone_cxx" = g++ ] || together="; all ${#headers[@]} compile together with g++"
-echo "${#alone[@]} headers compile alone with $alone_cxx ($((${#headers[@]} - ${#alone[@]})) umbrella headers only" \
-  "include them)$together"
+echo "$summary"

@@ -28,8 +28,10 @@ struct lower_half {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 // GCC 12's AVX-512 permute intrinsics start from _mm512_undefined_ps(), which -Wuninitialized
-// reports once inlined (GCC bug 105593, fixed in GCC 13).
+// (or -Wmaybe-uninitialized, depending on where it is inlined) reports once inlined (GCC bug
+// 105593, fixed in GCC 13).
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 /// {p[0], p[2], ..., p[2 (width - 1)]}, reading only p[0, 2 width - 1).
 inline fbatch load_stride2(const float* p) noexcept {
