@@ -116,6 +116,9 @@ BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_direct,
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_winograd,
                   kern::conv2d_geometry{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1}, kern::conv2d_algorithm::winograd)
     ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
+BENCHMARK_CAPTURE(BM_conv2d_winograd_prepacked, resnet18_3x3_512_7x7_batch8_winograd_prepacked,
+                  kern::conv2d_geometry{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1})
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 // MobileNetV2's depthwise layers (batch 1), every distinct shape: planes up to 56x56 run
 // channel-blocked, the 112x112 ones row by row on de-interleaved copies.
 #define TRACEMOD_BENCH_DEPTHWISE(C, S, STRIDE)                                                                     \

@@ -185,6 +185,36 @@ inline conv_plane_window conv_window_of(const conv2d_geometry& g) {
   return {g.h, g.w, g.out_h(), g.out_w(), g.r, g.s, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w};
 }
 
+/// One input channel per group (depthwise, with any number of filters per channel): each output
+/// plane from its one input plane (detail/conv_depthwise.hpp). A plane's result does not depend on
+/// which planes share its block, so not on the thread count.
+inline void conv2d_depthwise(const conv2d_geometry& g, const float* input, const float* weight,
+                             const conv2d_epilogue& e, float* out) {
+  const std::int64_t kg = g.k / g.groups, taps = g.r * g.s, out_plane = g.out_h() * g.out_w();
+  const conv_plane_window window = conv_window_of(g);
+  parallel_for(0, g.n * g.k, 4, [&](std::int64_t lo, std::int64_t hi) {
+    const auto plane = [&](std::int64_t p) {
+      // No division in the common case (batch 1, one filter per channel): on 7x7 planes a 64-bit
+      // division per plane measured 5-7 % of the layer (docs/kernels.md, "Depthwise").
+      const std::int64_t b = g.n == 1 ? 0 : p / g.k, o = p - b * g.k, channel = kg == 1 ? o : o / kg;
+      return conv_depthwise_plane{input + (b * g.c + channel) * g.h * g.w, weight + o * taps,
+                                  e.bias != nullptr ? e.bias[o] : 0.0f, out + p * out_plane,
+                                  e.residual != nullptr ? e.residual + p * out_plane : nullptr};
+    };
+    conv_depthwise_kernel kernel(window);
+    kernel(lo, hi, plane, e.act);
+  });
+}
+
+/// Winograd with the filters transformed on this call, into a per-thread scratch buffer.
+inline void conv2d_winograd_per_call(const conv2d_geometry& g, const float* input, const float* weight,
+                                     const conv2d_epilogue& e, float* out) {
+  float* const filters =
+      scratch(scratch_slot::winograd_filters, static_cast<std::size_t>(winograd_filters_size(g.k, g.c)));
+  winograd_transform_filters(g.k, g.c, weight, filters);
+  conv_winograd(winograd_tiling_of(g), g.c, g.k, input, filters, e.bias, out, e.residual, e.act);
+}
+
 /// Any convolution as a GEMM per image and group: weight rows times im2col columns packed straight
 /// from the padded input.
 inline void conv2d_im2col(const conv2d_geometry& g, const float* input, const float* weight, const conv2d_epilogue& e,
@@ -282,44 +312,25 @@ inline void conv2d_bias_activation(const conv2d_geometry& g, const float* input,
                                    const conv2d_epilogue& e, float* out,
                                    conv2d_algorithm algorithm = conv2d_algorithm::automatic) {
   validate(g, "conv2d");
-  const float* const bias = e.bias;
   if (algorithm == conv2d_algorithm::winograd && !detail::winograd_supports(g))
     throw value_error("conv2d: Winograd needs a 3x3, stride-1, undilated, ungrouped convolution, got kernel (" +
                       std::to_string(g.r) + ", " + std::to_string(g.s) + "), stride (" + std::to_string(g.stride_h) +
                       ", " + std::to_string(g.stride_w) + "), groups " + std::to_string(g.groups));
   if (g.n == 0) return;
-  const std::int64_t cg = g.c / g.groups, kg = g.k / g.groups, taps = g.r * g.s;
-  const std::int64_t out_plane = g.out_h() * g.out_w();
 
   const conv2d_algorithm preferred = algorithm == conv2d_algorithm::automatic ? get_conv2d_algorithm() : algorithm;
   if (detail::runs_winograd(g, preferred, detail::winograd_filters::per_call)) {
-    float* const filters = detail::scratch(detail::scratch_slot::winograd_filters,
-                                           static_cast<std::size_t>(detail::winograd_filters_size(g.k, g.c)));
-    detail::winograd_transform_filters(g.k, g.c, weight, filters);
-    detail::conv_winograd(detail::winograd_tiling_of(g), g.c, g.k, input, filters, bias, out, e.residual, e.act);
+    detail::conv2d_winograd_per_call(g, input, weight, e, out);
     return;
   }
 
   if (detail::runs_conv_direct(g)) {
-    detail::conv_direct(detail::conv_window_of(g), g.n, g.c, g.k, input, weight, bias, e.residual, e.act, out);
+    detail::conv_direct(detail::conv_window_of(g), g.n, g.c, g.k, input, weight, e.bias, e.residual, e.act, out);
     return;
   }
 
-  if (cg == 1) {
-    const detail::conv_plane_window window = detail::conv_window_of(g);
-    // A plane's result does not depend on which planes share its block, so not on the thread count.
-    parallel_for(0, g.n * g.k, 4, [&](std::int64_t lo, std::int64_t hi) {
-      const auto plane = [&](std::int64_t p) {
-        // No division in the common case (batch 1, one filter per channel): on 7x7 planes a 64-bit
-        // division per plane measured 5-7 % of the layer (docs/kernels.md, "Depthwise").
-        const std::int64_t b = g.n == 1 ? 0 : p / g.k, o = p - b * g.k, channel = kg == 1 ? o : o / kg;
-        return detail::conv_depthwise_plane{input + (b * g.c + channel) * g.h * g.w, weight + o * taps,
-                                            bias != nullptr ? bias[o] : 0.0f, out + p * out_plane,
-                                            e.residual != nullptr ? e.residual + p * out_plane : nullptr};
-      };
-      detail::conv_depthwise_kernel kernel(window);
-      kernel(lo, hi, plane, e.act);
-    });
+  if (g.c == g.groups) {
+    detail::conv2d_depthwise(g, input, weight, e, out);
     return;
   }
 
