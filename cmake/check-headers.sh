@@ -60,8 +60,9 @@ for rel in "${headers[@]}"; do
     { code = 1 }' "$include_dir/$rel"
 done > "$work/edges"
 
-# hub_of <header>: the last hub of the list that the header reaches through head includes only, that
-# is not the header itself and that does not include the header (through any include); none: "".
+# stem <header>: where its files go in $work (tracemod/graph/graph.hpp: $work/tracemod_graph_graph.hpp).
+stem() { echo "$work/$(echo "$1" | tr / _)"; }
+
 reach() {  # reach <header> <head|any>: every header it includes, directly or not
   awk -v start="$1" -v kind="$2" '
     kind == "any" || $3 == "head" { next_of[$1] = next_of[$1] " " $2 }
@@ -73,15 +74,25 @@ reach() {  # reach <header> <head|any>: every header it includes, directly or no
       }
     }' "$work/edges"
 }
-for hub in "${hubs[@]}"; do reach "$hub" any > "$work/$(echo "$hub" | tr / _).closure"; done
+for hub in "${hubs[@]}"; do reach "$hub" any > "$(stem "$hub").closure"; done
+
+# hub_of <header>: the last hub of the list that the header reaches through head includes only, that
+# is not the header itself and that does not include the header (through any include); none: "".
 hub_of() {
-  local found= hub
+  local found= hub reached
+  reached=$(reach "$1" head)
   for hub in "${hubs[@]}"; do
     [ "$hub" != "$1" ] || continue
-    grep -qxF "$1" "$work/$(echo "$hub" | tr / _).closure" && continue
-    reach "$1" head | grep -qxF "$hub" && found=$hub
+    grep -qxF "$1" "$(stem "$hub").closure" && continue
+    grep -qxF "$hub" <<< "$reached" && found=$hub
   done
   echo "$found"
+}
+
+# fail <how> <header> <file>: records and prints a failed check, with the first lines of <file>.log.
+fail() {
+  { echo "FAILED ($1): $2"; head -20 "$3.log"; } > "$3.failed"
+  cat "$3.failed"
 }
 
 # check <compiler> <header relative to include_dir, or "all"> [precompiled header]: prints the
@@ -98,30 +109,27 @@ check() {
   fi
   [ -z "$pch" ] || flags+=(-include-pch "$pch")
   if ! "$cxx" -std=c++20 -fsyntax-only -Wall -Wextra -Werror -I"$include_dir" "${flags[@]}" "$tu" 2> "$tu.log"; then
-    { echo "FAILED ($cxx${pch:+, after ${pch##*/}}): $what"; head -20 "$tu.log"; } > "$tu.failed"
-    cat "$tu.failed"
+    fail "$cxx${pch:+, after ${pch##*/}}" "$what" "$tu"
   fi
 }
-export -f check
+export -f check fail
 export include_dir work
-
-pch_of() { echo "$work/$(echo "$1" | tr / _).pch"; }
 
 # hub <header>: the hub checked alone (included twice, same flags) and kept as a precompiled header
 # (-fpch-instantiate-templates: its template instantiations are done once, in it). Each hub's is
 # built from its source alone, not on another hub's (clang 14's chained precompiled headers lose
 # libstdc++'s internal macros).
 hub() {
-  local flags tu=$work/$(echo "$1" | tr / _).h
+  local flags tu
+  tu=$(stem "$1").h
   mapfile -t flags < "$work/flags"
   printf '#include <%s>\n#include <%s>\n' "$1" "$1" > "$tu"
   if ! clang++ -std=c++20 -x c++-header -Wall -Wextra -Werror -fpch-instantiate-templates -I"$include_dir" \
       "${flags[@]}" "$tu" -o "${tu%.h}.pch" 2> "$tu.log"; then
-    { echo "FAILED (clang++): $1"; head -20 "$tu.log"; } > "$tu.failed"
-    cat "$tu.failed"
+    fail clang++ "$1" "$tu"
   fi
 }
-export -f hub
+export -f hub stem
 
 if command -v clang++ >/dev/null; then
   # First the hubs, beside the longest single check (g++, all headers); then the other headers.
@@ -132,7 +140,7 @@ if command -v clang++ >/dev/null; then
   for rel in "${alone[@]}"; do
     printf '%s\n' "${hubs[@]}" | grep -qxF "$rel" && continue
     pch=$(hub_of "$rel")
-    [ -n "$pch" ] && pch=$(pch_of "$pch")
+    [ -n "$pch" ] && pch=$(stem "$pch").pch
     [ -f "$pch" ] || pch=  # the hub failed (and says so): this header is checked without it
     printf '%s\0%s\0%s\0' clang++ "$rel" "$pch"
   done | xargs -0 -n 3 -P "$(nproc)" bash -c 'check "$0" "$1" "$2"'
