@@ -103,10 +103,12 @@ struct gemm_packed_block {
 };
 
 /// The column split is taken when every thread gets at least this many NR-wide column panels and
-/// the largest share is at most gemm_column_split_imbalance_tenths / 10 of the mean (a last panel
-/// may be narrow: a 7x7 plane's 49 columns are one panel of 32 and one of 17, which two threads
-/// would share 32 : 17); else the tiles of each block are split instead.
-inline constexpr std::int64_t gemm_column_split_min_panels = 4;
+/// at most gemm_column_split_imbalance_tenths / 10 of its equal share of the columns. Shares end at
+/// the panel boundaries nearest to equal splits of the columns, so a narrow last panel counts for
+/// its width: a 14x14 plane's 196 columns (six panels of 32 and one of 4) split 96 : 100 between two
+/// threads, while a 7x7 plane's 49 (one panel of 32 and one of 17) would split 32 : 17 and take the
+/// tile split instead.
+inline constexpr std::int64_t gemm_column_split_min_panels = 3;
 inline constexpr std::int64_t gemm_column_split_imbalance_tenths = 11;
 
 /// Largest op(B) plus packed op(A), in bytes, that the multi-threaded tile split packs whole before
@@ -126,7 +128,7 @@ inline constexpr std::int64_t gemm_column_split_imbalance_tenths = 11;
 /// order, whichever thread runs it; k is never split (that would change the summation order), so
 /// results are bit-identical at any thread count. Threads split the work in one of two ways:
 /// - column split, when op(A)'s rows are read in place and C has enough NR-wide column panels for
-///   every thread (the wide GEMMs of batch-1 convolutions on large planes): one parallel region for
+///   every thread (the GEMMs of batch-1 convolutions on planes of 14x14 and more): one parallel region for
 ///   the whole product; each thread takes a contiguous range of panels over all of n, packs them
 ///   into its own buffer and runs every row panel against them, so what it packs stays in its own
 ///   cache and no thread waits for another's packing.
@@ -218,12 +220,27 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
   // A panel costs its tiles' flops over all of k plus its packing (a packed float ~ 32 flops).
   const std::int64_t panel_grain = grain_in_items(grains().gemm_flops, (2 * m + 32) * gemm_nr * k);
   const int split = parallel_chunk_count(0, panels, panel_grain);
-  const std::int64_t largest_share = (panels + split - 1) / split;
-  if (a_in_place && split > 1 && panels >= gemm_column_split_min_panels * split &&
-      largest_share * split * 10 <= panels * gemm_column_split_imbalance_tenths) {
+  // Shares of whole panels with about n / split columns each: share s is panels [first_panel(s),
+  // first_panel(s + 1)), the first panel whose first column is nearest s * n / split.
+  const auto first_column = [&](std::int64_t q) { return std::min(n, q / block_panels * nc_max + q % block_panels * gemm_nr); };
+  const auto first_panel = [&](std::int64_t s) {
+    if (s == split) return panels;
+    const std::int64_t target = n * s / split;
+    std::int64_t q = 0;
+    while (q < panels && 2 * first_column(q + 1) <= 2 * target + gemm_nr) ++q;
+    return q;
+  };
+  bool balanced = a_in_place && split > 1;
+  for (std::int64_t s = 0; balanced && s < split; ++s) {
+    const std::int64_t lo = first_panel(s), hi = first_panel(s + 1);
+    balanced = hi - lo >= gemm_column_split_min_panels &&
+               (first_column(hi) - first_column(lo)) * split * 10 <= n * gemm_column_split_imbalance_tenths;
+  }
+  if (balanced) {
     float* const buffers =
         prepacked ? nullptr : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(split * kc_max * nc_max));
-    parallel_for(0, panels, panel_grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
+    parallel_for(0, split, 1, [&](int chunk, std::int64_t, std::int64_t) {
+      const std::int64_t lo = first_panel(chunk), hi = first_panel(chunk + 1);
       float* const b = prepacked ? nullptr : buffers + chunk * kc_max * nc_max;
       std::array<float, gemm_dot_columns * gemm_kc> columns;
       for (std::int64_t q = lo; q < hi;) {
