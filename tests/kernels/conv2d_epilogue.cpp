@@ -64,6 +64,11 @@ std::vector<epilogue_case> cases() {
   // panel and a partial vector of the output transform).
   kern::conv2d_geometry winograd_deep{1, 520, 9, 9, 40, 3, 3};
   winograd_deep.pad_h = winograd_deep.pad_w = 1;
+  // 480 tiles of 16 in, 20 out channels: 3.3 MB of transformed input and products, several tile
+  // blocks on any core with under 6 MB of L2 (split across threads from 2 threads on), partial
+  // tiles on both edges.
+  kern::conv2d_geometry winograd_blocks{2, 16, 62, 58, 20, 3, 3};
+  winograd_blocks.pad_h = winograd_blocks.pad_w = 1;
   kern::conv2d_geometry grouped{1, 8, 8, 8, 12, 3, 3};
   grouped.groups = 4;
   // Few input channels, the direct kernel: a stem at stride 2 (odd width, 10 filters: a partial
@@ -82,6 +87,7 @@ std::vector<epilogue_case> cases() {
           {"winograd", winograd, algo::winograd},
           {"grouped", grouped},              {"winograd automatic", winograd, algo::automatic},
           {"winograd k blocks", winograd_deep, algo::winograd},
+          {"winograd tile blocks", winograd_blocks, algo::winograd},
           {"few channels", stem},            {"few channels automatic", stem, algo::automatic},
           {"one channel 5x5", one_channel}};
 }

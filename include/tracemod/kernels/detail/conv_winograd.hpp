@@ -5,29 +5,32 @@
 // independent GEMMs (tiles x C transformed patches times C x K transformed filters), run on the
 // packed GEMM's register tiles.
 //
-// Layouts (t = tile index over the batch; V's rows padded to whole vectors of tiles, KP = K padded to
-// whole NR-wide panels):
-//   transformed weights U[pos][K/NR][c][NR]  36 x KP x C  (each U[pos]^T packed as a GEMM's op(B))
-//   transformed input   V[pos][c][t]         36 x C x T
-//   products            Y[pos][t][k]         36 x T x KP
-// The products are computed transposed, tiles as rows: with few tiles (16 at 256@14x14, batch 1) the
-// register tiles still run full-width over output channels. The input transform runs on vectors of
-// W consecutive tiles, the filter and output transforms on vectors of W consecutive output channels.
-// Patches are copied into a [36][W] buffer with scalar moves (a tile's columns are 4 apart: no
-// unit-stride vector runs across tiles), the same for filters (9 apart), then transformed with
-// whole-vector arithmetic.
+// Layouts (t = tile index over the batch; CP = C padded to whole vectors, KP = K padded to whole
+// NR-wide panels):
+//   channels-last input  P[b][y][x][c]        n x (4 tiles_h + 2) x (4 tiles_w + 2) x CP, zero border
+//   transformed weights  U[pos][K/NR][c][NR]  36 x KP x C  (each U[pos]^T packed as a GEMM's op(B))
+//   transformed input    V[pos][t][c]         36 x T x CP  (each V[pos] a GEMM's op(A), read in place)
+//   products             Y[pos][t][k]         36 x T x KP
+// The products are computed with tiles as rows: with few tiles (16 at 256@14x14, batch 1) the
+// register tiles still run full-width over output channels. Every transform runs on vectors of W
+// consecutive channels: the input is first copied channels last (W x W blocks transposed in
+// registers), so a patch element of W channels is one vector load, and V is stored whole vectors.
 #pragma once
 
 #include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/detail/activation.hpp>
+#include <tracemod/kernels/detail/cache_sizes.hpp>
 #include <tracemod/kernels/detail/gemm_driver.hpp>
 #include <tracemod/kernels/detail/gemm_pack.hpp>
 #include <tracemod/kernels/detail/gemm_workspace.hpp>
+#include <tracemod/kernels/detail/parallel_grain.hpp>
+#include <tracemod/kernels/detail/simd_transpose.hpp>
 #include <tracemod/kernels/simd.hpp>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 namespace tracemod::kernels::detail {
 
@@ -43,11 +46,6 @@ struct winograd_tiling {
   [[nodiscard]] std::int64_t tiles_w() const { return (out_w + winograd_out_tile - 1) / winograd_out_tile; }
   [[nodiscard]] std::int64_t tiles_per_image() const { return tiles_h() * tiles_w(); }
   [[nodiscard]] std::int64_t tiles() const { return n * tiles_per_image(); }
-  /// Tile count rounded up to whole vectors: the row length of V and Y.
-  [[nodiscard]] std::int64_t tiles_padded() const {
-    constexpr auto w = static_cast<std::int64_t>(simd_width);
-    return (tiles() + w - 1) / w * w;
-  }
 };
 
 /// The six outputs of B^T applied to six values (one column or row of a patch).
@@ -131,124 +129,224 @@ inline void winograd_transform_filters(std::int64_t k, std::int64_t c, const flo
   });
 }
 
-/// V[pos][ch][t] for channels [0, c) of the input (n x c x h x w), tiles padded with zeros. Each
-/// plane is first copied with its zero border (and zeros past the last whole tile), so patches are
-/// read without bounds tests.
-inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, const float* input, float* v) {
+/// Channels padded to whole vectors: the row length of the channels-last input and of V.
+inline std::int64_t winograd_channels_vectors(std::int64_t c) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
-  const std::int64_t tiles = tl.tiles(), tp = tl.tiles_padded(), per_image = tl.tiles_per_image();
-  const std::int64_t tw = tl.tiles_w();
-  const std::int64_t ph = tl.tiles_h() * winograd_out_tile + 2, pw = tw * winograd_out_tile + 2;
-  parallel_for(0, c, 1, [&](std::int64_t lo, std::int64_t hi) {
-    float* const padded = scratch(scratch_slot::conv_input, static_cast<std::size_t>(tl.n * ph * pw));
-    alignas(buffer_alignment) std::array<float, winograd_positions * simd_width> patch;
-    for (std::int64_t ch = lo; ch < hi; ++ch) {
-      std::fill_n(padded, tl.n * ph * pw, 0.0f);
-      for (std::int64_t b = 0; b < tl.n; ++b) {
-        const float* plane = input + (b * c + ch) * tl.h * tl.w;
-        // Input rows and columns past the last tile's patch are never read.
-        const std::int64_t rows = std::min(tl.h, ph - tl.pad_h), cols = std::min(tl.w, pw - tl.pad_w);
-        for (std::int64_t y = 0; y < rows; ++y)
-          std::copy_n(plane + y * tl.w, cols, padded + (b * ph + tl.pad_h + y) * pw + tl.pad_w);
+  return (c + w - 1) / w * w;
+}
+
+/// Floats of winograd_channels_last's copy of the input.
+inline std::int64_t winograd_channels_last_size(const winograd_tiling& tl, std::int64_t c) {
+  return tl.n * (tl.tiles_h() * winograd_out_tile + 2) * (tl.tiles_w() * winograd_out_tile + 2) *
+         winograd_channels_vectors(c);
+}
+
+/// The input (n x c x h x w) copied channels last, as every patch reads it: p[b][y][x][ch] for the
+/// n x ph x pw padded planes the tiles cover (ph = 4 tiles_h + 2, pw = 4 tiles_w + 2), channels
+/// padded to whole vectors, zero outside the image and past c. Blocks of W channels x W columns of
+/// a row are transposed in registers.
+inline void winograd_channels_last(const winograd_tiling& tl, std::int64_t c, const float* input, float* p) {
+  constexpr auto w = static_cast<std::int64_t>(simd_width);
+  const std::int64_t cp = winograd_channels_vectors(c);
+  const std::int64_t ph = tl.tiles_h() * winograd_out_tile + 2, pw = tl.tiles_w() * winograd_out_tile + 2;
+  // Input rows and columns past the last tile's patch are never read.
+  const std::int64_t left = std::min(tl.pad_w, pw), cols = std::clamp<std::int64_t>(pw - tl.pad_w, 0, tl.w);
+  parallel_for(0, tl.n * ph, grain_in_items(grains().copy, pw * cp), [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t row = lo; row < hi; ++row) {
+      const std::int64_t b = row / ph, iy = row % ph - tl.pad_h;
+      float* const dst = p + row * pw * cp;
+      if (iy < 0 || iy >= tl.h || cols == 0) {
+        std::fill_n(dst, pw * cp, 0.0f);
+        continue;
       }
-      for (std::int64_t t0 = 0; t0 < tp; t0 += w) {
-        for (std::int64_t l = 0; l < w; ++l) {
-          const std::int64_t t = std::min(t0 + l, tiles - 1);  // lanes past the last tile repeat it
-          const std::int64_t b = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
-          const float* src = padded + (b * ph + ty * winograd_out_tile) * pw + tx * winograd_out_tile;
-          for (std::int64_t i = 0; i < 6; ++i)
-            for (std::int64_t j = 0; j < 6; ++j) patch[(i * 6 + j) * w + l] = src[i * pw + j];
-        }
-        std::array<std::array<fbatch, 6>, 6> columns;  // B^T d: columns[j][i]
-        for (std::int64_t j = 0; j < 6; ++j) {
-          const auto d = [&](std::int64_t i) { return fbatch::load_aligned(patch.data() + (i * 6 + j) * w); };
-          winograd_input_1d(d(0), d(1), d(2), d(3), d(4), d(5), columns[j]);
-        }
-        for (std::int64_t i = 0; i < 6; ++i) {
-          std::array<fbatch, 6> row;
-          winograd_input_1d(columns[0][i], columns[1][i], columns[2][i], columns[3][i], columns[4][i], columns[5][i],
-                            row);
-          for (std::int64_t j = 0; j < 6; ++j) row[j].store_aligned(v + ((i * 6 + j) * c + ch) * tp + t0);
+      std::fill_n(dst, left * cp, 0.0f);
+      std::fill_n(dst + (left + cols) * cp, (pw - left - cols) * cp, 0.0f);
+      const float* const src = input + (b * c * tl.h + iy) * tl.w;  // channel ch's row at src + ch * h * w
+      for (std::int64_t c0 = 0; c0 < cp; c0 += w) {
+        for (std::int64_t x0 = 0; x0 < cols; x0 += w) {
+          const std::int64_t width = std::min(w, cols - x0);
+          std::array<fbatch, simd_width> block;
+          for (std::int64_t l = 0; l < w; ++l) {
+            const float* const lanes = src + (c0 + l) * tl.h * tl.w + x0;
+            if (c0 + l >= c) {
+              block[l] = fbatch(0.0f);
+            } else if (width == w) {
+              block[l] = fbatch::load_unaligned(lanes);
+            } else {
+              alignas(buffer_alignment) std::array<float, simd_width> part{};
+              std::copy_n(lanes, width, part.data());
+              block[l] = fbatch::load_aligned(part.data());
+            }
+          }
+          transpose_square(block);
+          for (std::int64_t x = 0; x < width; ++x) block[x].store_aligned(dst + (left + x0 + x) * cp + c0);
         }
       }
     }
   });
 }
 
-/// Y[pos] = V[pos]^T U[pos]^T (tiles x kp) for the 36 positions, with U from
+/// V[pos][t - t0][ch] (t1 - t0 tiles x cp per position, cp = channels padded to whole vectors) for
+/// tiles [t0, t1), from the channels-last input: each vector holds W consecutive channels of one
+/// patch element, so the patches load and V stores as whole vectors, and each V[pos] is a GEMM
+/// operand read in place.
+inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, const float* p, std::int64_t t0,
+                                     std::int64_t t1, float* v) {
+  constexpr auto w = static_cast<std::int64_t>(simd_width);
+  const std::int64_t cp = winograd_channels_vectors(c), blocks = cp / w;
+  const std::int64_t tiles = t1 - t0, per_image = tl.tiles_per_image(), tw = tl.tiles_w();
+  const std::int64_t ph = tl.tiles_h() * winograd_out_tile + 2, pw = tw * winograd_out_tile + 2;
+  parallel_for(0, tiles * blocks, grain_in_items(grains().elementwise, winograd_positions * w),
+               [&](std::int64_t lo, std::int64_t hi) {
+                 for (std::int64_t item = lo; item < hi; ++item) {
+                   const std::int64_t t = t0 + item / blocks, c0 = item % blocks * w;
+                   const std::int64_t b = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
+                   const float* const src =
+                       p + ((b * ph + ty * winograd_out_tile) * pw + tx * winograd_out_tile) * cp + c0;
+                   std::array<std::array<fbatch, 6>, 6> columns;  // B^T d: columns[j][i]
+                   for (std::int64_t j = 0; j < 6; ++j) {
+                     const auto d = [&](std::int64_t i) { return fbatch::load_aligned(src + (i * pw + j) * cp); };
+                     winograd_input_1d(d(0), d(1), d(2), d(3), d(4), d(5), columns[j]);
+                   }
+                   for (std::int64_t i = 0; i < 6; ++i) {
+                     std::array<fbatch, 6> row;
+                     winograd_input_1d(columns[0][i], columns[1][i], columns[2][i], columns[3][i], columns[4][i],
+                                       columns[5][i], row);
+                     for (std::int64_t j = 0; j < 6; ++j) row[j].store_aligned(v + ((i * 6 + j) * tiles + t - t0) * cp + c0);
+                   }
+                 }
+               });
+}
+
+/// Y[pos] = V[pos] U[pos]^T (tiles x kp) for the 36 positions, with U from
 /// winograd_transform_filters. Tiles are the GEMM's rows and output channels its columns, so the
 /// register tiles are full-width whenever k is a multiple of NR, however few the tiles (16 at
-/// 256@14x14, batch 1), and the filters, the large operand, are read as packed (gemm_packed_b).
-/// Each position is one task running a whole gemm_blocked (serially, nested): bit-identical at any
-/// thread count.
-inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles, std::int64_t tp, const float* u,
-                              const float* v, float* y) {
-  const std::int64_t kp = winograd_channels_padded(k);
+/// 256@14x14, batch 1); V's rows are read in place and the filters, the large operand, as packed
+/// (gemm_packed_b). Each position is one task running a whole gemm_blocked (serially, nested):
+/// bit-identical at any thread count.
+inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles, const float* u, const float* v,
+                              float* y) {
+  const std::int64_t kp = winograd_channels_padded(k), cp = winograd_channels_vectors(c);
   parallel_for(0, winograd_positions, 1, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t pos = lo; pos < hi; ++pos)
-      gemm_blocked(tiles, kp, c, 1.0f, strided_matrix{v + pos * c * tp, 1, tp}, gemm_packed_b{u + pos * kp * c}, 0.0f,
-                   nullptr, strided_output{y + pos * tiles * kp, kp, 1});
+      gemm_blocked(tiles, kp, c, 1.0f, strided_matrix{v + pos * tiles * cp, cp, 1}, gemm_packed_b{u + pos * kp * c},
+                   0.0f, nullptr, strided_output{y + pos * tiles * kp, kp, 1});
   });
 }
 
 /// out (n x k x out_h x out_w) = act(A^T Y A per tile and output channel + bias + residual), bias and
-/// residual (laid out like out) nullable, from Y[pos][t][kp]. Each vector holds W consecutive output
-/// channels of one tile. The tiles' scatter is a plain copy; the residual and the activation then run
-/// as vectors over each output plane while it is in cache (added per element in the scatter, they
-/// cost more than the separate kernels they replace).
-inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k, const float* y, const float* bias,
-                                      const float* residual, activation act, float* out) {
+/// residual (laid out like out) nullable, for tiles [t0, t1) from Y[pos][t - t0][kp]. Tile by tile (each reads its 36
+/// contiguous rows of Y), W output channels at a time: each vector holds W channels of one output
+/// of the tile; the tile's 16 outputs are then transposed in registers, W at a time, into vectors
+/// over the tile's outputs of one channel, which take the residual and the activation (the same
+/// float operations as the separate add and activation kernels) and are stored as rows of 4.
+inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k, std::int64_t t0, std::int64_t t1,
+                                      const float* y, const float* bias, const float* residual, activation act,
+                                      float* out) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
-  const std::int64_t tiles = tl.tiles(), per_image = tl.tiles_per_image(), tw = tl.tiles_w();
+  static_assert(16 % simd_width == 0, "a tile's 16 outputs are transposed in whole blocks of W");
+  const std::int64_t tiles = t1 - t0, per_image = tl.tiles_per_image(), tw = tl.tiles_w();
   const std::int64_t kp = winograd_channels_padded(k), plane = tl.out_h * tl.out_w;
-  parallel_for(0, (k + w - 1) / w, 1, [&](std::int64_t lo, std::int64_t hi) {
-    alignas(buffer_alignment) std::array<float, 16 * simd_width> result;
-    alignas(buffer_alignment) std::array<float, simd_width> bias_lanes{};
-    for (std::int64_t k0 = lo * w; k0 < std::min(k, hi * w); k0 += w) {
-      const std::int64_t lanes = std::min(w, k - k0);
-      for (std::int64_t l = 0; l < lanes; ++l) bias_lanes[l] = bias != nullptr ? bias[k0 + l] : 0.0f;
-      const fbatch b = fbatch::load_aligned(bias_lanes.data());
-      for (std::int64_t t = 0; t < tiles; ++t) {
+  parallel_for(t0, t1, grain_in_items(grains().elementwise, 16 * k), [&](std::int64_t lo, std::int64_t hi) {
+    // Lanes of a residual row past the tile's last column stay zero.
+    alignas(buffer_alignment) std::array<float, simd_width> outputs{}, added{};
+    for (std::int64_t t = lo; t < hi; ++t) {
+      const std::int64_t img = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
+      const std::int64_t rows = std::min(winograd_out_tile, tl.out_h - ty * winograd_out_tile);
+      const std::int64_t cols = std::min(winograd_out_tile, tl.out_w - tx * winograd_out_tile);
+      const std::int64_t corner = img * k * plane + ty * winograd_out_tile * tl.out_w + tx * winograd_out_tile;
+      for (std::int64_t k0 = 0; k0 < k; k0 += w) {
+        const std::int64_t lanes = std::min(w, k - k0);
+        alignas(buffer_alignment) std::array<float, simd_width> bias_lanes{};
+        if (bias != nullptr) std::copy_n(bias + k0, lanes, bias_lanes.data());
+        const fbatch b = fbatch::load_aligned(bias_lanes.data());
         std::array<std::array<fbatch, 4>, 6> columns;  // A^T m: columns[j][i]
         for (std::int64_t j = 0; j < 6; ++j) {
-          const auto m = [&](std::int64_t i) { return fbatch::load_aligned(y + ((i * 6 + j) * tiles + t) * kp + k0); };
+          const auto m = [&](std::int64_t i) { return fbatch::load_aligned(y + ((i * 6 + j) * tiles + t - t0) * kp + k0); };
           winograd_output_1d(m(0), m(1), m(2), m(3), m(4), m(5), columns[j]);
         }
+        std::array<fbatch, 16> result;  // output (i, j) of the tile for W channels: result[i * 4 + j]
         for (std::int64_t i = 0; i < 4; ++i) {
           std::array<fbatch, 4> row;
           winograd_output_1d(columns[0][i], columns[1][i], columns[2][i], columns[3][i], columns[4][i], columns[5][i],
                              row);
-          for (std::int64_t j = 0; j < 4; ++j) (row[j] + b).store_aligned(result.data() + (i * 4 + j) * w);
+          for (std::int64_t j = 0; j < 4; ++j) result[i * 4 + j] = row[j] + b;
         }
-        const std::int64_t img = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
-        const std::int64_t rows = std::min(winograd_out_tile, tl.out_h - ty * winograd_out_tile);
-        const std::int64_t cols = std::min(winograd_out_tile, tl.out_w - tx * winograd_out_tile);
-        float* const corner = out + (img * k + k0) * plane + ty * winograd_out_tile * tl.out_w + tx * winograd_out_tile;
-        for (std::int64_t l = 0; l < lanes; ++l)
-          for (std::int64_t i = 0; i < rows; ++i)
-            for (std::int64_t j = 0; j < cols; ++j) corner[l * plane + i * tl.out_w + j] = result[(i * 4 + j) * w + l];
-      }
-      if (residual == nullptr && act == activation::none) continue;
-      for (std::int64_t img = 0; img < tl.n; ++img) {
-        const std::int64_t offset = (img * k + k0) * plane;
-        finish_run(out + offset, lanes * plane, 1, residual != nullptr ? residual + offset : nullptr, act);
+        // Block g holds outputs [g W, (g + 1) W): tile rows [g W / 4, (g + 1) W / 4).
+        for (std::int64_t g = 0; g * w < 4 * rows; ++g) {
+          const std::int64_t first_row = g * w / 4, block_rows = std::min(w / 4, rows - first_row);
+          std::array<fbatch, simd_width> block;
+          std::copy_n(result.begin() + g * w, w, block.begin());
+          transpose_square(block);
+          for (std::int64_t l = 0; l < lanes; ++l) {
+            float* const dst = out + corner + (k0 + l) * plane + first_row * tl.out_w;
+            fbatch x = block[l];
+            if (residual != nullptr) {
+              const float* const src = residual + (dst - out);
+              for (std::int64_t r = 0; r < block_rows; ++r) std::copy_n(src + r * tl.out_w, cols, added.data() + r * 4);
+              x = x + fbatch::load_aligned(added.data());
+            }
+            activate(act, x).store_aligned(outputs.data());
+            for (std::int64_t r = 0; r < block_rows; ++r) {
+              if (cols == 4)
+                std::memcpy(dst + r * tl.out_w, outputs.data() + r * 4, 4 * sizeof(float));  // one 16-byte move
+              else
+                std::copy_n(outputs.data() + r * 4, cols, dst + r * tl.out_w);
+            }
+          }
+        }
       }
     }
   });
 }
 
+/// Blocks of tiles of conv_winograd: its blocks' V and Y together take half of L2 when the
+/// transformed filters U fit in the other half, so each block's three stages run in L2 and U is
+/// read from L2 by every block; with a larger U, re-reading it per block would cost more than V and
+/// Y passing through L3 once, so all tiles are one block. A multiple of `workers` blocks, so that
+/// threads splitting them get as many each. The blocks do not change any bit: a GEMM row's values
+/// do not depend on the other rows.
+inline std::int64_t winograd_tile_blocks(std::int64_t tiles, std::int64_t c, std::int64_t k, int workers) {
+  constexpr auto bytes = static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t per_tile = winograd_positions * (winograd_channels_vectors(c) + winograd_channels_padded(k)) * bytes;
+  const std::int64_t half_l2 = cache_sizes().l2 / 2;
+  if (winograd_filters_size(k, c) * bytes > half_l2) return 1;
+  const std::int64_t blocks = (tiles * per_tile + half_l2 - 1) / half_l2;
+  return std::min((blocks + workers - 1) / workers * workers, (tiles + gemm_mr - 1) / gemm_mr);
+}
+
 /// out = act(input (*) weight + bias + residual) from filters already transformed by
-/// winograd_transform_filters.
+/// winograd_transform_filters: the input copied channels last, then per block of tiles
+/// (winograd_tile_blocks; whole MR-row panels, as many in each block as can be) its input
+/// transform, its 36 products and its output transform. With a block or more per thread the threads
+/// split the blocks, each running whole blocks; otherwise each stage splits its work.
 inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_t k, const float* input,
                           const float* filters, const float* bias, float* out, const float* residual = nullptr,
                           activation act = activation::none) {
-  const std::int64_t tp = tl.tiles_padded();
-  float* const v = scratch(scratch_slot::winograd_input, static_cast<std::size_t>(winograd_positions * c * tp));
-  float* const y = scratch(scratch_slot::winograd_products,
-                           static_cast<std::size_t>(winograd_positions * tl.tiles() * winograd_channels_padded(k)));
-  winograd_transform_input(tl, c, input, v);
-  winograd_multiply(k, c, tl.tiles(), tp, filters, v, y);
-  winograd_transform_output(tl, k, y, bias, residual, act, out);
+  const std::int64_t tiles = tl.tiles(), panels = (tiles + gemm_mr - 1) / gemm_mr;
+  float* const p = scratch(scratch_slot::conv_input, static_cast<std::size_t>(winograd_channels_last_size(tl, c)));
+  winograd_channels_last(tl, c, input, p);
+  std::int64_t blocks = winograd_tile_blocks(tiles, c, k, 1);
+  const int workers = parallel_chunk_count(0, blocks, 1);
+  if (workers > 1) blocks = winograd_tile_blocks(tiles, c, k, workers);
+  const auto first_tile = [&](std::int64_t b) { return std::min(tiles, panels * b / blocks * gemm_mr); };
+  const auto run_blocks = [&](std::int64_t lo, std::int64_t hi) {
+    const std::int64_t rows = std::min(tiles, (panels + blocks - 1) / blocks * gemm_mr);
+    float* const v = scratch(scratch_slot::winograd_input,
+                             static_cast<std::size_t>(winograd_positions * rows * winograd_channels_vectors(c)));
+    float* const y = scratch(scratch_slot::winograd_products,
+                             static_cast<std::size_t>(winograd_positions * rows * winograd_channels_padded(k)));
+    for (std::int64_t b = lo; b < hi; ++b) {
+      const std::int64_t t0 = first_tile(b), t1 = first_tile(b + 1);
+      winograd_transform_input(tl, c, p, t0, t1, v);
+      winograd_multiply(k, c, t1 - t0, filters, v, y);
+      winograd_transform_output(tl, k, t0, t1, y, bias, residual, act, out);
+    }
+  };
+  if (workers > 1)
+    parallel_for(0, blocks, 1, [&](std::int64_t lo, std::int64_t hi) { run_blocks(lo, hi); });
+  else
+    run_blocks(0, blocks);
 }
 
 }  // namespace tracemod::kernels::detail

@@ -11,8 +11,6 @@
 
 namespace tracemod::kernels::detail {
 
-using umask = xsimd::batch<std::uint32_t, arch>;
-
 // Lane l takes element (2 l + Odd) mod width: the even (odd) elements of a batch, twice over.
 template <std::uint32_t Odd>
 struct every_other_lane {
@@ -40,8 +38,8 @@ inline fbatch load_stride2(const float* p) noexcept {
   const fbatch a = fbatch::load_unaligned(p);
   const fbatch b = fbatch::load_unaligned(p + simd_width - 1);
   return xsimd::select(xsimd::make_batch_bool_constant<fbatch, lower_half>(),
-                       xsimd::swizzle(a, xsimd::make_batch_constant<umask, every_other_lane<0>>()),
-                       xsimd::swizzle(b, xsimd::make_batch_constant<umask, every_other_lane<1>>()));
+                       xsimd::swizzle(a, xsimd::make_batch_constant<lane_index, every_other_lane<0>>()),
+                       xsimd::swizzle(b, xsimd::make_batch_constant<lane_index, every_other_lane<1>>()));
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
