@@ -234,12 +234,13 @@ inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles
   });
 }
 
-/// out (n x k x out_h x out_w) = act(A^T Y A per tile and output channel + bias + residual), bias and
-/// residual (laid out like out) nullable, for tiles [t0, t1) from Y[pos][t - t0][kp]. Tile by tile (each reads its 36
-/// contiguous rows of Y), W output channels at a time: each vector holds W channels of one output
-/// of the tile; the tile's 16 outputs are then transposed in registers, W at a time, into vectors
-/// over the tile's outputs of one channel, which take the residual and the activation (the same
-/// float operations as the separate add and activation kernels) and are stored as rows of 4.
+/// out (n x k x out_h x out_w) = act(A^T Y A per tile and output channel + bias + residual), bias
+/// and residual (laid out like out) nullable, for tiles [t0, t1) from Y[pos][t - t0][kp]. Tile by
+/// tile (each reads its 36 contiguous rows of Y), W output channels at a time: each vector holds W
+/// channels of one output of the tile; the tile's 16 outputs are then transposed in registers, W at
+/// a time, into vectors over the tile's outputs of one channel, stored as rows of 4. The activation
+/// runs on those vectors, or with a residual on the rows just stored (finish_run): the same float
+/// operations as the separate add and activation kernels.
 inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k, std::int64_t t0, std::int64_t t1,
                                       const float* y, const float* bias, const float* residual, activation act,
                                       float* out) {
@@ -248,8 +249,7 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
   const std::int64_t tiles = t1 - t0, per_image = tl.tiles_per_image(), tw = tl.tiles_w();
   const std::int64_t kp = winograd_channels_padded(k), plane = tl.out_h * tl.out_w;
   parallel_for(t0, t1, grain_in_items(grains().elementwise, 16 * k), [&](std::int64_t lo, std::int64_t hi) {
-    // Lanes of a residual row past the tile's last column stay zero.
-    alignas(buffer_alignment) std::array<float, simd_width> outputs{}, added{};
+    alignas(buffer_alignment) std::array<float, simd_width> outputs;
     for (std::int64_t t = lo; t < hi; ++t) {
       const std::int64_t img = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
       const std::int64_t rows = std::min(winograd_out_tile, tl.out_h - ty * winograd_out_tile);
@@ -257,9 +257,14 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
       const std::int64_t corner = img * k * plane + ty * winograd_out_tile * tl.out_w + tx * winograd_out_tile;
       for (std::int64_t k0 = 0; k0 < k; k0 += w) {
         const std::int64_t lanes = std::min(w, k - k0);
-        alignas(buffer_alignment) std::array<float, simd_width> bias_lanes{};
-        if (bias != nullptr) std::copy_n(bias + k0, lanes, bias_lanes.data());
-        const fbatch b = fbatch::load_aligned(bias_lanes.data());
+        fbatch b(0.0f);
+        if (bias != nullptr && lanes == w) {
+          b = fbatch::load_unaligned(bias + k0);
+        } else if (bias != nullptr) {
+          alignas(buffer_alignment) std::array<float, simd_width> bias_lanes{};
+          std::copy_n(bias + k0, lanes, bias_lanes.data());
+          b = fbatch::load_aligned(bias_lanes.data());
+        }
         std::array<std::array<fbatch, 4>, 6> columns;  // A^T m: columns[j][i]
         for (std::int64_t j = 0; j < 6; ++j) {
           const auto m = [&](std::int64_t i) { return fbatch::load_aligned(y + ((i * 6 + j) * tiles + t - t0) * kp + k0); };
@@ -280,19 +285,18 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
           transpose_square(block);
           for (std::int64_t l = 0; l < lanes; ++l) {
             float* const dst = out + corner + (k0 + l) * plane + first_row * tl.out_w;
-            fbatch x = block[l];
-            if (residual != nullptr) {
-              const float* const src = residual + (dst - out);
-              for (std::int64_t r = 0; r < block_rows; ++r) std::copy_n(src + r * tl.out_w, cols, added.data() + r * 4);
-              x = x + fbatch::load_aligned(added.data());
-            }
-            activate(act, x).store_aligned(outputs.data());
+            // Without a residual the activation runs on the vector; with one, on each stored row
+            // (finish_run, which adds the residual first).
+            (residual == nullptr ? activate(act, block[l]) : block[l]).store_aligned(outputs.data());
             for (std::int64_t r = 0; r < block_rows; ++r) {
               if (cols == 4)
                 std::memcpy(dst + r * tl.out_w, outputs.data() + r * 4, 4 * sizeof(float));  // one 16-byte move
               else
                 std::copy_n(outputs.data() + r * 4, cols, dst + r * tl.out_w);
             }
+            if (residual != nullptr)
+              for (std::int64_t r = 0; r < block_rows; ++r)
+                finish_run(dst + r * tl.out_w, cols, 1, residual + (dst - out) + r * tl.out_w, act);
           }
         }
       }
