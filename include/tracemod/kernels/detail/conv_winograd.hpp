@@ -20,6 +20,7 @@
 #include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/detail/activation.hpp>
 #include <tracemod/kernels/detail/cache_sizes.hpp>
+#include <tracemod/kernels/detail/elementwise_loop.hpp>
 #include <tracemod/kernels/detail/gemm_driver.hpp>
 #include <tracemod/kernels/detail/gemm_pack.hpp>
 #include <tracemod/kernels/detail/gemm_workspace.hpp>
@@ -168,15 +169,9 @@ inline void winograd_channels_last(const winograd_tiling& tl, std::int64_t c, co
           std::array<fbatch, simd_width> block;
           for (std::int64_t l = 0; l < w; ++l) {
             const float* const lanes = src + (c0 + l) * tl.h * tl.w + x0;
-            if (c0 + l >= c) {
-              block[l] = fbatch(0.0f);
-            } else if (width == w) {
-              block[l] = fbatch::load_unaligned(lanes);
-            } else {
-              alignas(buffer_alignment) std::array<float, simd_width> part{};
-              std::copy_n(lanes, width, part.data());
-              block[l] = fbatch::load_aligned(part.data());
-            }
+            block[l] = c0 + l >= c  ? fbatch(0.0f)
+                       : width == w ? fbatch::load_unaligned(lanes)
+                                    : array_operand{lanes}.load_partial(0, width);
           }
           transpose_square(block);
           for (std::int64_t x = 0; x < width; ++x) block[x].store_aligned(dst + (left + x0 + x) * cp + c0);
@@ -193,13 +188,13 @@ inline void winograd_channels_last(const winograd_tiling& tl, std::int64_t c, co
 inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, const float* p, std::int64_t t0,
                                      std::int64_t t1, float* v) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
-  const std::int64_t cp = winograd_channels_vectors(c), blocks = cp / w;
+  const std::int64_t cp = winograd_channels_vectors(c), channel_blocks = cp / w;
   const std::int64_t tiles = t1 - t0, per_image = tl.tiles_per_image(), tw = tl.tiles_w();
   const std::int64_t ph = tl.tiles_h() * winograd_out_tile + 2, pw = tw * winograd_out_tile + 2;
-  parallel_for(0, tiles * blocks, grain_in_items(grains().elementwise, winograd_positions * w),
+  parallel_for(0, tiles * channel_blocks, grain_in_items(grains().elementwise, winograd_positions * w),
                [&](std::int64_t lo, std::int64_t hi) {
                  for (std::int64_t item = lo; item < hi; ++item) {
-                   const std::int64_t t = t0 + item / blocks, c0 = item % blocks * w;
+                   const std::int64_t t = t0 + item / channel_blocks, c0 = item % channel_blocks * w;
                    const std::int64_t b = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
                    const float* const src =
                        p + ((b * ph + ty * winograd_out_tile) * pw + tx * winograd_out_tile) * cp + c0;
@@ -257,14 +252,9 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
       const std::int64_t corner = img * k * plane + ty * winograd_out_tile * tl.out_w + tx * winograd_out_tile;
       for (std::int64_t k0 = 0; k0 < k; k0 += w) {
         const std::int64_t lanes = std::min(w, k - k0);
-        fbatch b(0.0f);
-        if (bias != nullptr && lanes == w) {
-          b = fbatch::load_unaligned(bias + k0);
-        } else if (bias != nullptr) {
-          alignas(buffer_alignment) std::array<float, simd_width> bias_lanes{};
-          std::copy_n(bias + k0, lanes, bias_lanes.data());
-          b = fbatch::load_aligned(bias_lanes.data());
-        }
+        const fbatch b = bias == nullptr ? fbatch(0.0f)
+                         : lanes == w    ? fbatch::load_unaligned(bias + k0)
+                                         : array_operand{bias}.load_partial(k0, lanes);
         std::array<std::array<fbatch, 4>, 6> columns;  // A^T m: columns[j][i]
         for (std::int64_t j = 0; j < 6; ++j) {
           const auto m = [&](std::int64_t i) { return fbatch::load_aligned(y + ((i * 6 + j) * tiles + t - t0) * kp + k0); };
@@ -307,9 +297,10 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
 /// Blocks of tiles of conv_winograd: its blocks' V and Y together take half of L2 when the
 /// transformed filters U fit in the other half, so each block's three stages run in L2 and U is
 /// read from L2 by every block; with a larger U, re-reading it per block would cost more than V and
-/// Y passing through L3 once, so all tiles are one block. A multiple of `workers` blocks, so that
-/// threads splitting them get as many each. The blocks do not change any bit: a GEMM row's values
-/// do not depend on the other rows.
+/// Y passing through L3 once, so all tiles are one block. The count is rounded up to a multiple of
+/// `workers`, so that threads splitting the blocks get as many each (but there is at most one block
+/// per MR-row panel). The blocks do not change any bit: a GEMM row's values do not depend on the
+/// other rows.
 inline std::int64_t winograd_tile_blocks(std::int64_t tiles, std::int64_t c, std::int64_t k, int workers) {
   constexpr auto bytes = static_cast<std::int64_t>(sizeof(float));
   const std::int64_t per_tile = winograd_positions * (winograd_channels_vectors(c) + winograd_channels_padded(k)) * bytes;
