@@ -111,6 +111,11 @@ struct gemm_packed_block {
 inline constexpr std::int64_t gemm_column_split_min_panels = 3;
 inline constexpr std::int64_t gemm_column_split_imbalance_tenths = 11;
 
+/// Rows of C per thread from which the row split (gemm_blocked) is taken over the tile split: every
+/// thread then packs all of op(B), which costs (a packed float ~ 32 flops) at most 16 / 128 = 1/8
+/// of its share of the tiles' flops.
+inline constexpr std::int64_t gemm_row_split_min_rows = 128;
+
 /// Largest op(B) plus packed op(A), in bytes, that the multi-threaded tile split packs whole before
 /// computing (gemm_blocked): four L2s' worth, so the buffers stay within the caches of a few cores.
 [[nodiscard]] inline std::int64_t gemm_packed_whole_bytes() { return 4 * cache_sizes().l2; }
@@ -126,12 +131,17 @@ inline constexpr std::int64_t gemm_column_split_imbalance_tenths = 11;
 /// The blocks do not depend on the thread count: n is cut into blocks of nc_max columns, k into
 /// blocks of kc_max, and each output tile is the same micro-kernel over the same k blocks in the same
 /// order, whichever thread runs it; k is never split (that would change the summation order), so
-/// results are bit-identical at any thread count. Threads split the work in one of two ways:
+/// results are bit-identical at any thread count. Threads split the work in one of three ways:
 /// - column split, when op(A)'s rows are read in place and C has enough NR-wide column panels for
 ///   every thread (the GEMMs of batch-1 convolutions on planes of 14x14 and more): one parallel region for
 ///   the whole product; each thread takes a contiguous range of panels over all of n, packs them
 ///   into its own buffer and runs every row panel against them, so what it packs stays in its own
 ///   cache and no thread waits for another's packing.
+/// - row split, when op(A)'s rows are read in place, the column split is not taken and C has at
+///   least gemm_row_split_min_rows rows per thread (the GEMMs of batch-1 convolutions on 7x7 planes
+///   with 256 filters and more): one region; each thread packs all of op(B) into its own buffer and
+///   runs its contiguous range of row panels against it. Packing is repeated on every thread, but
+///   there is no join between packing and tiles, and no thread reads op(B) lines another core wrote.
 /// - tile split otherwise: the output tiles of each block (row panel x column panel, row-major) are
 ///   split across threads, each thread taking the same share of every k block. When the packed
 ///   operands fit in gemm_packed_whole_bytes(), op(B) and a packed op(A) are first packed whole in
@@ -236,30 +246,53 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     balanced = hi - lo >= gemm_column_split_min_panels &&
                (first_column(hi) - first_column(lo)) * split * 10 <= n * gemm_column_split_imbalance_tenths;
   }
+  // Column panels [q, q_end) (counted over all of n) against row panels [row_lo, row_hi), op(B)
+  // packed per (column block, k block) into `b`, a buffer of kc_max x nc_max floats of this thread's
+  // own: one thread's share of the column split or of the row split.
+  const auto run_share = [&](float* b, std::int64_t q, std::int64_t q_end, std::int64_t row_lo, std::int64_t row_hi) {
+    std::array<float, gemm_dot_columns * gemm_kc> columns;
+    while (q < q_end) {
+      const std::int64_t j0 = q / block_panels * nc_max;
+      const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
+      const std::int64_t first = q % block_panels, last = std::min(blk.panels, first + (q_end - q));
+      q += last - first;
+      const std::int64_t first_col = first * gemm_nr, cols = std::min(blk.nc, last * gemm_nr) - first_col;
+      const bool dots = last == blk.panels && blk.dot_columns > 0;
+      for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
+        const std::int64_t kc = std::min(kc_max, k - k0);
+        if constexpr (!prepacked) pack_b(b, k0, kc, j0 + first_col, cols);
+        const gemm_packed_block pb{blk,   k0, kc, prepacked ? packed_once(j0, k0, first) : b,
+                                   first, gemm_nr * (prepacked ? k : kc), columns.data()};
+        if (dots) copy_dot_columns(pb, columns.data());
+        for (std::int64_t panel = row_lo; panel < row_hi; ++panel)
+          run_row_panel(pb, panel, first, dots ? blk.tiles + 1 : std::min(last, blk.tiles), nullptr);
+      }
+    }
+  };
   if (balanced) {
     float* const buffers =
         prepacked ? nullptr : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(split * kc_max * nc_max));
     parallel_for(0, split, 1, [&](int chunk, std::int64_t, std::int64_t) {
-      const std::int64_t lo = first_panel(chunk), hi = first_panel(chunk + 1);
-      float* const b = prepacked ? nullptr : buffers + chunk * kc_max * nc_max;
-      std::array<float, gemm_dot_columns * gemm_kc> columns;
-      for (std::int64_t q = lo; q < hi;) {
-        const std::int64_t j0 = q / block_panels * nc_max;
-        const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
-        const std::int64_t first = q % block_panels, last = std::min(blk.panels, first + (hi - q));
-        q += last - first;
-        const std::int64_t first_col = first * gemm_nr, cols = std::min(blk.nc, last * gemm_nr) - first_col;
-        const bool dots = last == blk.panels && blk.dot_columns > 0;
-        for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
-          const std::int64_t kc = std::min(kc_max, k - k0);
-          if constexpr (!prepacked) pack_b(b, k0, kc, j0 + first_col, cols);
-          const gemm_packed_block pb{blk,   k0, kc, prepacked ? packed_once(j0, k0, first) : b,
-                                     first, gemm_nr * (prepacked ? k : kc), columns.data()};
-          if (dots) copy_dot_columns(pb, columns.data());
-          for (std::int64_t panel = 0; panel < row_panels; ++panel)
-            run_row_panel(pb, panel, first, dots ? blk.tiles + 1 : std::min(last, blk.tiles), nullptr);
-        }
-      }
+      run_share(prepacked ? nullptr : buffers + chunk * kc_max * nc_max, first_panel(chunk), first_panel(chunk + 1), 0,
+                row_panels);
+    });
+    return;
+  }
+
+  // Row split: op(A) read in place, too few column panels for the column split, and at least
+  // gemm_row_split_min_rows rows (and a grain of flops) per thread. Each thread packs all of op(B)
+  // into its own buffer and runs its range of row panels against it, in one region: no join between
+  // packing and tiles, and no thread reads op(B) lines that another core wrote.
+  const std::int64_t row_grain = std::max(gemm_row_split_min_rows / gemm_mr,
+                                          grain_in_items(grains().gemm_flops, 2 * gemm_mr * n * k));
+  const int row_split = a_in_place ? parallel_chunk_count(0, row_panels, row_grain) : 1;
+  if (row_split > 1) {
+    float* const buffers = prepacked ? nullptr
+                                     : scratch(scratch_slot::gemm_b_panels,
+                                               static_cast<std::size_t>(row_split * kc_max * nc_max));
+    parallel_for(0, row_split, 1, [&](int chunk, std::int64_t, std::int64_t) {
+      run_share(prepacked ? nullptr : buffers + chunk * kc_max * nc_max, 0, panels, row_panels * chunk / row_split,
+                row_panels * (chunk + 1) / row_split);
     });
     return;
   }
