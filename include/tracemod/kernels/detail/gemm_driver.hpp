@@ -138,7 +138,7 @@ inline constexpr std::int64_t gemm_row_split_min_rows = 128;
 ///   into its own buffer and runs every row panel against them, so what it packs stays in its own
 ///   cache and no thread waits for another's packing.
 /// - row split, when op(A)'s rows are read in place, the column split is not taken and C has at
-///   least gemm_row_split_min_rows rows per thread (the GEMMs of batch-1 convolutions on 7x7 planes
+///   least gemm_row_split_min_rows rows for each thread the tile split would use (the GEMMs of batch-1 convolutions on 7x7 planes
 ///   with 256 filters and more): one region; each thread packs all of op(B) into its own buffer and
 ///   runs its contiguous range of row panels against it. Packing is repeated on every thread, but
 ///   there is no join between packing and tiles, and no thread reads op(B) lines another core wrote.
@@ -279,14 +279,20 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     return;
   }
 
+  // Threads of the tile split (below).
+  const std::int64_t b_panel_count = (n + gemm_nr - 1) / gemm_nr;
+  const int workers =
+      parallel_chunk_count(0, row_panels * b_panel_count, grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * k));
+
   // Row split: op(A) read in place, too few column panels for the column split, and at least
-  // gemm_row_split_min_rows rows (and a grain of flops) per thread. Each thread packs all of op(B)
-  // into its own buffer and runs its range of row panels against it, in one region: no join between
-  // packing and tiles, and no thread reads op(B) lines that another core wrote.
+  // gemm_row_split_min_rows rows (and a grain of flops) for each of as many threads as the tile
+  // split would use. Each thread packs all of op(B) into its own buffer and runs its range of row
+  // panels against it, in one region: no join between packing and tiles, and no thread reads op(B)
+  // lines that another core wrote.
   const std::int64_t row_grain = std::max(gemm_row_split_min_rows / gemm_mr,
                                           grain_in_items(grains().gemm_flops, 2 * gemm_mr * n * k));
   const int row_split = a_in_place ? parallel_chunk_count(0, row_panels, row_grain) : 1;
-  if (row_split > 1) {
+  if (row_split > 1 && row_split >= workers) {
     float* const buffers = prepacked ? nullptr
                                      : scratch(scratch_slot::gemm_b_panels,
                                                static_cast<std::size_t>(row_split * kc_max * nc_max));
@@ -303,11 +309,8 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
   // per call instead of two per k block (5 to 9 in a 14x14 or 7x7 convolution), and a 7x7 plane's
   // two panels are packed on both threads, not on one. Each tile still sees the k blocks in
   // ascending order, on one thread: the same bits.
-  const std::int64_t b_panel_count = (n + gemm_nr - 1) / gemm_nr;
   const std::int64_t b_floats = prepacked ? 0 : gemm_packed_b_size(k, n);
   const std::int64_t a_floats = a_in_place ? 0 : row_panels * gemm_mr * k;
-  const int workers =
-      parallel_chunk_count(0, row_panels * b_panel_count, grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * k));
   if (workers > 1 && (b_floats + a_floats) * std::int64_t{sizeof(float)} <= gemm_packed_whole_bytes()) {
     float* const b_whole = prepacked ? nullptr : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(b_floats));
     float* const a_whole = a_in_place ? nullptr : scratch(scratch_slot::gemm_a_panels, static_cast<std::size_t>(a_floats));
