@@ -61,6 +61,21 @@ void BM_conv2d_winograd_prepacked(benchmark::State& state, kern::conv2d_geometry
   tracemod::bench::report_flops(state, 2.0 * static_cast<double>(g.n * g.k * out_plane * g.c * 9), state.range(0));
 }
 
+// The Winograd filter transform alone (what a call with per-call filters adds to a prepacked one),
+// into a buffer allocated once. Counter: floats of transformed filters written per second.
+void BM_winograd_filter_transform(benchmark::State& state, std::int64_t channels) {
+  const tracemod::bench::scoped_threads threads(state, 0);
+  const auto weight = random_floats(channels * channels * 9, 2);
+  kern::aligned_floats filters(static_cast<std::size_t>(kern::detail::winograd_filters_size(channels, channels)));
+  for (auto _ : state) {
+    kern::detail::winograd_transform_filters(channels, channels, weight.data(), filters.data());
+    benchmark::DoNotOptimize(filters.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["floats_per_s"] =
+      benchmark::Counter(static_cast<double>(filters.size()), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // Depthwise convolution is memory-bound: bytes = input read once + output written once (weights
 // and bias are negligible), reported against the triad bandwidth (one core's, at any thread count).
 void BM_conv2d_depthwise(benchmark::State& state, kern::conv2d_geometry g) {
@@ -109,6 +124,13 @@ TRACEMOD_BENCH_RESNET_3X3(64, 56);
 TRACEMOD_BENCH_RESNET_3X3(128, 28);
 TRACEMOD_BENCH_RESNET_3X3(256, 14);
 TRACEMOD_BENCH_RESNET_3X3(512, 7);
+#define TRACEMOD_BENCH_FILTER_TRANSFORM(C)                                                       \
+  BENCHMARK_CAPTURE(BM_winograd_filter_transform, resnet18_3x3_##C, std::int64_t{C})              \
+      ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3))
+TRACEMOD_BENCH_FILTER_TRANSFORM(64);
+TRACEMOD_BENCH_FILTER_TRANSFORM(128);
+TRACEMOD_BENCH_FILTER_TRANSFORM(256);
+TRACEMOD_BENCH_FILTER_TRANSFORM(512);
 // The batch-8 shapes: more tiles per filter transform.
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_direct,
                   kern::conv2d_geometry{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1}, kern::conv2d_algorithm::direct)

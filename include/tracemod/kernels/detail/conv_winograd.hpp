@@ -8,7 +8,7 @@
 // Layouts (t = tile index over the batch; CP = C padded to whole vectors, KP = K padded to whole
 // NR-wide panels):
 //   channels-last input  P[b][y][x][c]        n x (4 tiles_h + 2) x (4 tiles_w + 2) x CP, zero border
-//   transformed weights  U[pos][K/NR][c][NR]  36 x KP x C  (each U[pos]^T packed as a GEMM's op(B))
+//   transformed weights  U[pos][K/NR][c][NR]  36 x (KP x C + 16)  (each U[pos]^T packed as a GEMM's op(B); winograd_filters_stride)
 //   transformed input    V[pos][t][c]         36 x T x CP  (each V[pos] a GEMM's op(A), read in place)
 //   products             Y[pos][t][k]         36 x T x KP
 // The products are computed with tiles as rows: with few tiles (16 at 256@14x14, batch 1) the
@@ -92,38 +92,62 @@ inline void winograd_filter_1d(const T& g0, const T& g1, const T& g2, std::array
 /// Output channels padded to whole NR-wide panels: the column count of the products' GEMMs.
 inline std::int64_t winograd_channels_padded(std::int64_t k) { return (k + gemm_nr - 1) / gemm_nr * gemm_nr; }
 
+/// Floats from one position's transformed filters to the next: KP x C and a cache line more. KP x C
+/// is a multiple of 4 KiB whenever c and k are multiples of 32 (every ResNet layer), so without the
+/// line the 36 rows a filter's transform stores would all map to one L1 set.
+inline std::int64_t winograd_filters_stride(std::int64_t k, std::int64_t c) {
+  return winograd_channels_padded(k) * c + 64 / static_cast<std::int64_t>(sizeof(float));
+}
+
 /// Floats of the transformed filters of k x c filters (winograd_transform_filters' layout).
 inline std::int64_t winograd_filters_size(std::int64_t k, std::int64_t c) {
-  return winograd_positions * winograd_channels_padded(k) * c;
+  return winograd_positions * winograd_filters_stride(k, c);
 }
 
 /// U[pos] = (G g G^T)[pos] for the k x c filters of `weight` (k x c x 3 x 3), laid out as the products
 /// read them, op(B) of a GEMM already packed: per position, the c x k matrix U[pos]^T as
-/// ceil(k / NR) panels of c x NR floats (channels past k are zero). Each vector holds W consecutive
-/// output channels of one input channel, so every store is a whole vector of a panel row.
+/// ceil(k / NR) panels of c x NR floats (channels past k are zero), positions
+/// winograd_filters_stride apart. Each vector holds W consecutive output channels of one input
+/// channel, so every store is a whole vector of a panel row. The taps are gathered W input channels
+/// at a time: an output channel's 9 W taps for them are 9 vectors, and W x W register transposes
+/// turn W output channels' vectors into vectors over the output channels (one per input channel
+/// and tap).
 inline void winograd_transform_filters(std::int64_t k, std::int64_t c, const float* weight, float* u) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
-  const std::int64_t kp = winograd_channels_padded(k), panels = kp / gemm_nr;
-  // Items (panel of output channels, input channel), input channel minor: consecutive items read the
-  // panel's filters' neighbouring taps, from the same cache lines, and each item writes whole panel
-  // rows.
-  parallel_for(0, panels * c, 64, [&](std::int64_t lo, std::int64_t hi) {
-    alignas(buffer_alignment) std::array<float, 9 * simd_width> taps;
+  const std::int64_t kp = winograd_channels_padded(k), panels = kp / gemm_nr, stride = winograd_filters_stride(k, c);
+  const std::int64_t blocks = (c + w - 1) / w;
+  // Items (panel of output channels, block of W input channels), input channels minor: consecutive
+  // items read the panel's filters' neighbouring taps, and each item writes whole panel rows.
+  parallel_for(0, panels * blocks, std::max<std::int64_t>(64 / w, 1), [&](std::int64_t lo, std::int64_t hi) {
+    // taps[(9 ch + tap) W + l]: tap `tap` of input channel ch0 + ch for output channel k0 + l.
+    alignas(buffer_alignment) std::array<float, 9 * simd_width * simd_width> taps;
     for (std::int64_t item = lo; item < hi; ++item) {
-      const std::int64_t panel = item / c, ch = item % c;
+      const std::int64_t panel = item / blocks, ch0 = item % blocks * w, chans = std::min(w, c - ch0);
       for (std::int64_t k0 = panel * gemm_nr; k0 < (panel + 1) * gemm_nr; k0 += w) {
-        for (std::int64_t l = 0; l < w; ++l)
-          for (std::int64_t tap = 0; tap < 9; ++tap)
-            taps[tap * w + l] = k0 + l < k ? weight[((k0 + l) * c + ch) * 9 + tap] : 0.0f;
-        std::array<fbatch, 9> g;
-        for (std::int64_t tap = 0; tap < 9; ++tap) g[tap] = fbatch::load_aligned(taps.data() + tap * w);
-        std::array<std::array<fbatch, 6>, 3> columns;  // G g: columns[j][i]
-        for (std::int64_t j = 0; j < 3; ++j) winograd_filter_1d(g[j], g[3 + j], g[6 + j], columns[j]);
-        float* const dst = u + (panel * c + ch) * gemm_nr + k0 % gemm_nr;
-        for (std::int64_t i = 0; i < 6; ++i) {
-          std::array<fbatch, 6> row;  // row i of (G g) G^T
-          winograd_filter_1d(columns[0][i], columns[1][i], columns[2][i], row);
-          for (std::int64_t j = 0; j < 6; ++j) row[j].store_unaligned(dst + (i * 6 + j) * kp * c);
+        if (k0 + w <= k && chans == w) {
+          for (std::int64_t m = 0; m < 9; ++m) {
+            std::array<fbatch, simd_width> block;  // block[l] lane e: float m W + e of filter k0 + l's taps
+            for (std::int64_t l = 0; l < w; ++l) block[l] = fbatch::load_unaligned(weight + ((k0 + l) * c + ch0) * 9 + m * w);
+            transpose_square(block);
+            for (std::int64_t e = 0; e < w; ++e) block[e].store_aligned(taps.data() + (m * w + e) * w);
+          }
+        } else {
+          for (std::int64_t ch = 0; ch < chans; ++ch)
+            for (std::int64_t tap = 0; tap < 9; ++tap)
+              for (std::int64_t l = 0; l < w; ++l)
+                taps[(ch * 9 + tap) * w + l] = k0 + l < k ? weight[((k0 + l) * c + ch0 + ch) * 9 + tap] : 0.0f;
+        }
+        for (std::int64_t ch = 0; ch < chans; ++ch) {
+          std::array<fbatch, 9> g;
+          for (std::int64_t tap = 0; tap < 9; ++tap) g[tap] = fbatch::load_aligned(taps.data() + (ch * 9 + tap) * w);
+          std::array<std::array<fbatch, 6>, 3> columns;  // G g: columns[j][i]
+          for (std::int64_t j = 0; j < 3; ++j) winograd_filter_1d(g[j], g[3 + j], g[6 + j], columns[j]);
+          float* const dst = u + (panel * c + ch0 + ch) * gemm_nr + k0 % gemm_nr;
+          for (std::int64_t i = 0; i < 6; ++i) {
+            std::array<fbatch, 6> row;  // row i of (G g) G^T
+            winograd_filter_1d(columns[0][i], columns[1][i], columns[2][i], row);
+            for (std::int64_t j = 0; j < 6; ++j) row[j].store_unaligned(dst + (i * 6 + j) * stride);
+          }
         }
       }
     }
@@ -224,7 +248,7 @@ inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles
   const std::int64_t kp = winograd_channels_padded(k), cp = winograd_channels_vectors(c);
   parallel_for(0, winograd_positions, 1, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t pos = lo; pos < hi; ++pos)
-      gemm_blocked(tiles, kp, c, 1.0f, strided_matrix{v + pos * tiles * cp, cp, 1}, gemm_packed_b{u + pos * kp * c},
+      gemm_blocked(tiles, kp, c, 1.0f, strided_matrix{v + pos * tiles * cp, cp, 1}, gemm_packed_b{u + pos * winograd_filters_stride(k, c)},
                    0.0f, nullptr, strided_output{y + pos * tiles * kp, kp, 1});
   });
 }
