@@ -426,7 +426,7 @@ TEST_CASE("conv2d: Winograd on 3x3 stride-1 convolutions") {
   add(3, 16, 7, 7, 24, 1, 1);  // 7x7: two tiles per side
   add(1, 64, 14, 14, 13, 1, 1);
   add(1, 600, 6, 6, 9, 1, 1);  // reduction over two GEMM k blocks
-  add(1, 40, 10, 10, 48, 1, 1);  // filters gathered by transposes for whole blocks of W channels, one at a time past them
+  add(1, 40, 10, 10, 48, 1, 1);  // filters gathered by transposes in whole blocks of W channels, then singly
   for (const auto& g : cases) {
     check_conv(g, true, kern::conv2d_algorithm::winograd, 1e-5f);
     check_conv(g, false, kern::conv2d_algorithm::winograd, 1e-5f);

@@ -8,7 +8,8 @@
 // Layouts (t = tile index over the batch; CP = C padded to whole vectors, KP = K padded to whole
 // NR-wide panels):
 //   channels-last input  P[b][y][x][c]        n x (4 tiles_h + 2) x (4 tiles_w + 2) x CP, zero border
-//   transformed weights  U[pos][K/NR][c][NR]  36 x (KP x C + 16)  (each U[pos]^T packed as a GEMM's op(B); winograd_filters_stride)
+//   transformed weights  U[pos][K/NR][c][NR]  36 x (KP x C + 16)  (each U[pos]^T packed as a GEMM's op(B),
+//                                              positions winograd_filters_stride apart)
 //   transformed input    V[pos][t][c]         36 x T x CP  (each V[pos] a GEMM's op(A), read in place)
 //   products             Y[pos][t][k]         36 x T x KP
 // The products are computed with tiles as rows: with few tiles (16 at 256@14x14, batch 1) the
@@ -93,7 +94,7 @@ inline void winograd_filter_1d(const T& g0, const T& g1, const T& g2, std::array
 inline std::int64_t winograd_channels_padded(std::int64_t k) { return (k + gemm_nr - 1) / gemm_nr * gemm_nr; }
 
 /// Floats from one position's transformed filters to the next: KP x C and a cache line more. KP x C
-/// is a multiple of 4 KiB whenever c and k are multiples of 32 (every ResNet layer), so without the
+/// is a multiple of 4 KiB whenever c is a multiple of 32 (every ResNet layer), so without the
 /// line the 36 rows a filter's transform stores would all map to one L1 set.
 inline std::int64_t winograd_filters_stride(std::int64_t k, std::int64_t c) {
   return winograd_channels_padded(k) * c + 64 / static_cast<std::int64_t>(sizeof(float));
@@ -127,7 +128,8 @@ inline void winograd_transform_filters(std::int64_t k, std::int64_t c, const flo
         if (k0 + w <= k && chans == w) {
           for (std::int64_t m = 0; m < 9; ++m) {
             std::array<fbatch, simd_width> block;  // block[l] lane e: float m W + e of filter k0 + l's taps
-            for (std::int64_t l = 0; l < w; ++l) block[l] = fbatch::load_unaligned(weight + ((k0 + l) * c + ch0) * 9 + m * w);
+            for (std::int64_t l = 0; l < w; ++l)
+              block[l] = fbatch::load_unaligned(weight + ((k0 + l) * c + ch0) * 9 + m * w);
             transpose_square(block);
             for (std::int64_t e = 0; e < w; ++e) block[e].store_aligned(taps.data() + (m * w + e) * w);
           }
@@ -248,8 +250,9 @@ inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles
   const std::int64_t kp = winograd_channels_padded(k), cp = winograd_channels_vectors(c);
   parallel_for(0, winograd_positions, 1, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t pos = lo; pos < hi; ++pos)
-      gemm_blocked(tiles, kp, c, 1.0f, strided_matrix{v + pos * tiles * cp, cp, 1}, gemm_packed_b{u + pos * winograd_filters_stride(k, c)},
-                   0.0f, nullptr, strided_output{y + pos * tiles * kp, kp, 1});
+      gemm_blocked(tiles, kp, c, 1.0f, strided_matrix{v + pos * tiles * cp, cp, 1},
+                   gemm_packed_b{u + pos * winograd_filters_stride(k, c)}, 0.0f, nullptr,
+                   strided_output{y + pos * tiles * kp, kp, 1});
   });
 }
 

@@ -138,10 +138,11 @@ inline constexpr std::int64_t gemm_row_split_min_rows = 128;
 ///   into its own buffer and runs every row panel against them, so what it packs stays in its own
 ///   cache and no thread waits for another's packing.
 /// - row split, when op(A)'s rows are read in place, the column split is not taken and C has at
-///   least gemm_row_split_min_rows rows for each thread the tile split would use (the GEMMs of batch-1 convolutions on 7x7 planes
-///   with 256 filters and more): one region; each thread packs all of op(B) into its own buffer and
-///   runs its contiguous range of row panels against it. Packing is repeated on every thread, but
-///   there is no join between packing and tiles, and no thread reads op(B) lines another core wrote.
+///   least gemm_row_split_min_rows rows for each thread the tile split would use (the GEMMs of
+///   batch-1 convolutions on 7x7 planes with 256 filters and more): one region; each thread packs
+///   all of op(B) into its own buffer and runs its contiguous range of row panels against it.
+///   Packing is repeated on every thread, but there is no join between packing and tiles, and no
+///   thread reads op(B) lines another core wrote.
 /// - tile split otherwise: the output tiles of each block (row panel x column panel, row-major) are
 ///   split across threads, each thread taking the same share of every k block. When the packed
 ///   operands fit in gemm_packed_whole_bytes(), op(B) and a packed op(A) are first packed whole in
@@ -281,8 +282,8 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
 
   // Threads of the tile split (below).
   const std::int64_t b_panel_count = (n + gemm_nr - 1) / gemm_nr;
-  const int workers =
-      parallel_chunk_count(0, row_panels * b_panel_count, grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * k));
+  const int workers = parallel_chunk_count(0, row_panels * b_panel_count,
+                                           grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * k));
 
   // Row split: op(A) read in place, too few column panels for the column split, and at least
   // gemm_row_split_min_rows rows (and a grain of flops) for each of as many threads as the tile
