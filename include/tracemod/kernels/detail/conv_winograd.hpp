@@ -248,11 +248,11 @@ inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, 
 inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles, const float* u, const float* v,
                               float* y) {
   const std::int64_t kp = winograd_channels_padded(k), cp = winograd_channels_vectors(c);
+  const std::int64_t stride = winograd_filters_stride(k, c);
   parallel_for(0, winograd_positions, 1, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t pos = lo; pos < hi; ++pos)
-      gemm_blocked(tiles, kp, c, 1.0f, strided_matrix{v + pos * tiles * cp, cp, 1},
-                   gemm_packed_b{u + pos * winograd_filters_stride(k, c)}, 0.0f, nullptr,
-                   strided_output{y + pos * tiles * kp, kp, 1});
+      gemm_blocked(tiles, kp, c, 1.0f, strided_matrix{v + pos * tiles * cp, cp, 1}, gemm_packed_b{u + pos * stride},
+                   0.0f, nullptr, strided_output{y + pos * tiles * kp, kp, 1});
   });
 }
 

@@ -247,10 +247,18 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     balanced = hi - lo >= gemm_column_split_min_panels &&
                (first_column(hi) - first_column(lo)) * split * 10 <= n * gemm_column_split_imbalance_tenths;
   }
+  // Per-chunk buffers of kc_max x nc_max floats for `chunks` threads packing op(B) each for itself
+  // (none when op(B) comes packed).
+  const auto share_buffers = [&](int chunks) {
+    return prepacked ? nullptr
+                     : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(chunks * kc_max * nc_max));
+  };
   // Column panels [q, q_end) (counted over all of n) against row panels [row_lo, row_hi), op(B)
-  // packed per (column block, k block) into `b`, a buffer of kc_max x nc_max floats of this thread's
-  // own: one thread's share of the column split or of the row split.
-  const auto run_share = [&](float* b, std::int64_t q, std::int64_t q_end, std::int64_t row_lo, std::int64_t row_hi) {
+  // packed per (column block, k block) into chunk `chunk`'s buffer of `buffers` (share_buffers):
+  // one thread's share of the column split or of the row split.
+  const auto run_share = [&](float* buffers, int chunk, std::int64_t q, std::int64_t q_end, std::int64_t row_lo,
+                             std::int64_t row_hi) {
+    float* const b = prepacked ? nullptr : buffers + chunk * kc_max * nc_max;
     std::array<float, gemm_dot_columns * gemm_kc> columns;
     while (q < q_end) {
       const std::int64_t j0 = q / block_panels * nc_max;
@@ -271,11 +279,9 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     }
   };
   if (balanced) {
-    float* const buffers =
-        prepacked ? nullptr : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(split * kc_max * nc_max));
+    float* const buffers = share_buffers(split);
     parallel_for(0, split, 1, [&](int chunk, std::int64_t, std::int64_t) {
-      run_share(prepacked ? nullptr : buffers + chunk * kc_max * nc_max, first_panel(chunk), first_panel(chunk + 1), 0,
-                row_panels);
+      run_share(buffers, chunk, first_panel(chunk), first_panel(chunk + 1), 0, row_panels);
     });
     return;
   }
@@ -294,12 +300,9 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
                                           grain_in_items(grains().gemm_flops, 2 * gemm_mr * n * k));
   const int row_split = a_in_place ? parallel_chunk_count(0, row_panels, row_grain) : 1;
   if (row_split > 1 && row_split >= workers) {
-    float* const buffers = prepacked ? nullptr
-                                     : scratch(scratch_slot::gemm_b_panels,
-                                               static_cast<std::size_t>(row_split * kc_max * nc_max));
+    float* const buffers = share_buffers(row_split);
     parallel_for(0, row_split, 1, [&](int chunk, std::int64_t, std::int64_t) {
-      run_share(prepacked ? nullptr : buffers + chunk * kc_max * nc_max, 0, panels, row_panels * chunk / row_split,
-                row_panels * (chunk + 1) / row_split);
+      run_share(buffers, chunk, 0, panels, row_panels * chunk / row_split, row_panels * (chunk + 1) / row_split);
     });
     return;
   }
