@@ -69,6 +69,12 @@ std::vector<epilogue_case> cases() {
   // tiles on both edges.
   kern::conv2d_geometry winograd_blocks{2, 16, 62, 58, 20, 3, 3};
   winograd_blocks.pad_h = winograd_blocks.pad_w = 1;
+  // 64 in, 136 out channels: five output-channel panels (the last partial) whose 1.5 MB of transformed
+  // filters exceed half of a 2 MiB L2 while the 9 tiles' transformed input does not, so conv_winograd
+  // runs by panel groups there: two groups at one thread, and a different split of the panels at
+  // each of 2-4 threads.
+  kern::conv2d_geometry winograd_groups{1, 64, 12, 12, 136, 3, 3};
+  winograd_groups.pad_h = winograd_groups.pad_w = 1;
   kern::conv2d_geometry grouped{1, 8, 8, 8, 12, 3, 3};
   grouped.groups = 4;
   // Few input channels, the direct kernel: a stem at stride 2 (odd width, 10 filters: a partial
@@ -88,6 +94,7 @@ std::vector<epilogue_case> cases() {
           {"grouped", grouped},              {"winograd automatic", winograd, algo::automatic},
           {"winograd k blocks", winograd_deep, algo::winograd},
           {"winograd tile blocks", winograd_blocks, algo::winograd},
+          {"winograd channel groups", winograd_groups, algo::winograd},
           {"few channels", stem},            {"few channels automatic", stem, algo::automatic},
           {"one channel 5x5", one_channel}};
 }
@@ -214,7 +221,9 @@ TEST_CASE("conv2d_winograd: filters transformed once give the bits of conv2d_bia
   g.pad_h = g.pad_w = 1;
   kern::conv2d_geometry deep{1, 520, 9, 9, 40, 3, 3};  // two k blocks, a partial panel of filters
   deep.pad_h = deep.pad_w = 1;
-  for (const kern::conv2d_geometry& geometry : {g, deep}) {
+  kern::conv2d_geometry wide{1, 64, 12, 12, 136, 3, 3};  // five panels of filters: panel groups
+  wide.pad_h = wide.pad_w = 1;
+  for (const kern::conv2d_geometry& geometry : {g, deep, wide}) {
     CAPTURE(geometry.c);
     const operands o = make_operands(geometry, 9u);
     const kern::aligned_floats filters = kern::conv2d_winograd_filters(geometry, o.weight.data());

@@ -209,10 +209,7 @@ inline void conv2d_depthwise(const conv2d_geometry& g, const float* input, const
 /// Winograd with the filters transformed on this call, into a per-thread scratch buffer.
 inline void conv2d_winograd_per_call(const conv2d_geometry& g, const float* input, const float* weight,
                                      const conv2d_epilogue& e, float* out) {
-  float* const filters =
-      scratch(scratch_slot::winograd_filters, static_cast<std::size_t>(winograd_filters_size(g.k, g.c)));
-  winograd_transform_filters(g.k, g.c, weight, filters);
-  conv_winograd(winograd_tiling_of(g), g.c, g.k, input, filters, e.bias, out, e.residual, e.act);
+  conv_winograd(winograd_tiling_of(g), g.c, g.k, input, {.weight = weight}, e.bias, out, e.residual, e.act);
 }
 
 /// Any convolution as a GEMM per image and group: weight rows times im2col columns packed straight
@@ -288,7 +285,8 @@ inline void conv2d_winograd(const conv2d_geometry& g, const float* input, const 
   if (!detail::winograd_supports(g))
     throw value_error("conv2d_winograd: Winograd needs a 3x3, stride-1, undilated, ungrouped convolution");
   if (g.n == 0) return;
-  detail::conv_winograd(detail::winograd_tiling_of(g), g.c, g.k, input, filters, e.bias, out, e.residual, e.act);
+  detail::conv_winograd(detail::winograd_tiling_of(g), g.c, g.k, input, {.kept = filters}, e.bias, out, e.residual,
+                        e.act);
 }
 
 /// conv2d with filters from conv2d_winograd_filters(g, weight).

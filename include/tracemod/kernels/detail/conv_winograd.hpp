@@ -112,14 +112,16 @@ inline std::int64_t winograd_filters_size(std::int64_t k, std::int64_t c) {
 /// channel, so every store is a whole vector of a panel row. The taps are gathered W input channels
 /// at a time: an output channel's 9 W taps for them are 9 vectors, and W x W register transposes
 /// turn W output channels' vectors into vectors over the output channels (one per input channel
-/// and tap).
-inline void winograd_transform_filters(std::int64_t k, std::int64_t c, const float* weight, float* u) {
+/// and tap). Only the panels [p0, p1) of NR output channels are transformed, into `u` laid out for
+/// them alone: panel p0 first, positions winograd_filters_stride((p1 - p0) NR, c) apart.
+inline void winograd_transform_filters(std::int64_t k, std::int64_t c, const float* weight, std::int64_t p0,
+                                       std::int64_t p1, float* u) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
-  const std::int64_t kp = winograd_channels_padded(k), panels = kp / gemm_nr, stride = winograd_filters_stride(k, c);
+  const std::int64_t stride = winograd_filters_stride((p1 - p0) * gemm_nr, c);
   const std::int64_t blocks = (c + w - 1) / w;
   // Items (panel of output channels, block of W input channels), input channels minor: consecutive
   // items read the panel's filters' neighbouring taps, and each item writes whole panel rows.
-  parallel_for(0, panels * blocks, std::max<std::int64_t>(64 / w, 1), [&](std::int64_t lo, std::int64_t hi) {
+  parallel_for(p0 * blocks, p1 * blocks, std::max<std::int64_t>(64 / w, 1), [&](std::int64_t lo, std::int64_t hi) {
     // taps[(9 ch + tap) W + l]: tap `tap` of input channel ch0 + ch for output channel k0 + l.
     alignas(buffer_alignment) std::array<float, 9 * simd_width * simd_width> taps;
     for (std::int64_t item = lo; item < hi; ++item) {
@@ -144,7 +146,7 @@ inline void winograd_transform_filters(std::int64_t k, std::int64_t c, const flo
           for (std::int64_t tap = 0; tap < 9; ++tap) g[tap] = fbatch::load_aligned(taps.data() + (ch * 9 + tap) * w);
           std::array<std::array<fbatch, 6>, 3> columns;  // G g: columns[j][i]
           for (std::int64_t j = 0; j < 3; ++j) winograd_filter_1d(g[j], g[3 + j], g[6 + j], columns[j]);
-          float* const dst = u + (panel * c + ch0 + ch) * gemm_nr + k0 % gemm_nr;
+          float* const dst = u + ((panel - p0) * c + ch0 + ch) * gemm_nr + k0 % gemm_nr;
           for (std::int64_t i = 0; i < 6; ++i) {
             std::array<fbatch, 6> row;  // row i of (G g) G^T
             winograd_filter_1d(columns[0][i], columns[1][i], columns[2][i], row);
@@ -154,6 +156,11 @@ inline void winograd_transform_filters(std::int64_t k, std::int64_t c, const flo
       }
     }
   });
+}
+
+/// All of the filters' panels (winograd_transform_filters above).
+inline void winograd_transform_filters(std::int64_t k, std::int64_t c, const float* weight, float* u) {
+  winograd_transform_filters(k, c, weight, 0, winograd_channels_padded(k) / gemm_nr, u);
 }
 
 /// Channels padded to whole vectors: the row length of the channels-last input and of V.
@@ -239,25 +246,27 @@ inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, 
                });
 }
 
-/// Y[pos] = V[pos] U[pos]^T (tiles x kp) for the 36 positions, with U from
-/// winograd_transform_filters. Tiles are the GEMM's rows and output channels its columns, so the
-/// register tiles are full-width whenever k is a multiple of NR, however few the tiles (16 at
-/// 256@14x14, batch 1); V's rows are read in place and the filters, the large operand, as packed
-/// (gemm_packed_b). Each position is one task running a whole gemm_blocked (serially, nested):
-/// bit-identical at any thread count.
-inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles, const float* u, const float* v,
-                              float* y) {
-  const std::int64_t kp = winograd_channels_padded(k), cp = winograd_channels_vectors(c);
-  const std::int64_t stride = winograd_filters_stride(k, c);
+/// Y[pos] = V[pos] U[pos]^T (tiles x width) for the 36 positions, for `width` (whole NR-wide panels)
+/// output channels whose transformed filters `u` holds (winograd_transform_filters' layout,
+/// positions `stride` apart). Tiles are the GEMM's rows and output channels its columns, so the
+/// register tiles are full-width whenever the channels are a multiple of NR, however few the tiles
+/// (16 at 256@14x14, batch 1); V's rows are read in place and the filters, the large operand, as
+/// packed (gemm_packed_b). Each position is one task running a whole gemm_blocked (serially,
+/// nested): bit-identical at any thread count, and a column's values do not depend on which other
+/// columns the GEMM computes.
+inline void winograd_multiply(std::int64_t c, std::int64_t tiles, std::int64_t width, const float* u,
+                              std::int64_t stride, const float* v, float* y) {
+  const std::int64_t cp = winograd_channels_vectors(c);
   parallel_for(0, winograd_positions, 1, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t pos = lo; pos < hi; ++pos)
-      gemm_blocked(tiles, kp, c, 1.0f, strided_matrix{v + pos * tiles * cp, cp, 1}, gemm_packed_b{u + pos * stride},
-                   0.0f, nullptr, strided_output{y + pos * tiles * kp, kp, 1});
+      gemm_blocked(tiles, width, c, 1.0f, strided_matrix{v + pos * tiles * cp, cp, 1}, gemm_packed_b{u + pos * stride},
+                   0.0f, nullptr, strided_output{y + pos * tiles * width, width, 1});
   });
 }
 
 /// out (n x k x out_h x out_w) = act(A^T Y A per tile and output channel + bias + residual), bias
-/// and residual (laid out like out) nullable, for tiles [t0, t1) from Y[pos][t - t0][kp]. Tile by
+/// and residual (laid out like out) nullable, for tiles [t0, t1) and the output channels of the
+/// panels [p0, p1) of NR, from Y[pos][t - t0][ch - p0 NR] (winograd_multiply's rows). Tile by
 /// tile (each reads its 36 contiguous rows of Y), W output channels at a time: each vector holds W
 /// channels of one output of the tile; the tile's 16 outputs are then transposed in registers, W at
 /// a time, into vectors over the tile's outputs of one channel, stored as rows of 4. The activation
@@ -265,26 +274,30 @@ inline void winograd_multiply(std::int64_t k, std::int64_t c, std::int64_t tiles
 /// operations as the separate add and activation kernels.
 inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k, std::int64_t t0, std::int64_t t1,
                                       const float* y, const float* bias, const float* residual, activation act,
-                                      float* out) {
+                                      float* out, std::int64_t p0, std::int64_t p1) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
   static_assert(16 % simd_width == 0, "a tile's 16 outputs are transposed in whole blocks of W");
   const std::int64_t tiles = t1 - t0, per_image = tl.tiles_per_image(), tw = tl.tiles_w();
-  const std::int64_t kp = winograd_channels_padded(k), plane = tl.out_h * tl.out_w;
-  parallel_for(t0, t1, grain_in_items(grains().elementwise, 16 * k), [&](std::int64_t lo, std::int64_t hi) {
+  const std::int64_t first = p0 * gemm_nr, last = std::min(k, p1 * gemm_nr), width = (p1 - p0) * gemm_nr;
+  const std::int64_t plane = tl.out_h * tl.out_w;
+  const std::int64_t grain = grain_in_items(grains().elementwise, 16 * (last - first));
+  parallel_for(t0, t1, grain, [&](std::int64_t lo, std::int64_t hi) {
     alignas(buffer_alignment) std::array<float, simd_width> outputs;
     for (std::int64_t t = lo; t < hi; ++t) {
       const std::int64_t img = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
       const std::int64_t rows = std::min(winograd_out_tile, tl.out_h - ty * winograd_out_tile);
       const std::int64_t cols = std::min(winograd_out_tile, tl.out_w - tx * winograd_out_tile);
       const std::int64_t corner = img * k * plane + ty * winograd_out_tile * tl.out_w + tx * winograd_out_tile;
-      for (std::int64_t k0 = 0; k0 < k; k0 += w) {
-        const std::int64_t lanes = std::min(w, k - k0);
+      for (std::int64_t k0 = first; k0 < last; k0 += w) {
+        const std::int64_t lanes = std::min(w, last - k0);
         const fbatch b = bias == nullptr ? fbatch(0.0f)
                          : lanes == w    ? fbatch::load_unaligned(bias + k0)
                                          : array_operand{bias}.load_partial(k0, lanes);
         std::array<std::array<fbatch, 4>, 6> columns;  // A^T m: columns[j][i]
         for (std::int64_t j = 0; j < 6; ++j) {
-          const auto m = [&](std::int64_t i) { return fbatch::load_aligned(y + ((i * 6 + j) * tiles + t - t0) * kp + k0); };
+          const auto m = [&](std::int64_t i) {
+            return fbatch::load_aligned(y + ((i * 6 + j) * tiles + t - t0) * width + k0 - first);
+          };
           winograd_output_1d(m(0), m(1), m(2), m(3), m(4), m(5), columns[j]);
         }
         std::array<fbatch, 16> result;  // output (i, j) of the tile for W channels: result[i * 4 + j]
@@ -337,32 +350,107 @@ inline std::int64_t winograd_tile_blocks(std::int64_t tiles, std::int64_t c, std
   return std::min((blocks + workers - 1) / workers * workers, (tiles + gemm_mr - 1) / gemm_mr);
 }
 
-/// out = act(input (*) weight + bias + residual) from filters already transformed by
-/// winograd_transform_filters: the input copied channels last, then per block of tiles
-/// (winograd_tile_blocks; whole MR-row panels, as many in each block as can be) its input
-/// transform, its 36 products and its output transform. With a block or more per thread the threads
-/// split the blocks, each running whole blocks; otherwise each stage splits its work.
+/// Whether conv_winograd runs by groups of output-channel panels: when the transformed filters do not
+/// fit in half of L2 but the whole transformed input does.
+inline bool winograd_by_panel_groups(std::int64_t tiles, std::int64_t c, std::int64_t k) {
+  constexpr auto bytes = static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t half_l2 = cache_sizes().l2 / 2;
+  return winograd_filters_size(k, c) * bytes > half_l2 &&
+         winograd_positions * tiles * winograd_channels_vectors(c) * bytes <= half_l2;
+}
+
+/// Panels of NR output channels that conv_winograd's panel groups take at a time: as many as keep
+/// their transformed filters within half of L2 (at least one), so a group's filters, transformed on
+/// the call, are written to and read from L2.
+inline std::int64_t winograd_group_panels(std::int64_t c) {
+  const std::int64_t panel_bytes = winograd_positions * c * gemm_nr * static_cast<std::int64_t>(sizeof(float));
+  return std::max<std::int64_t>(1, cache_sizes().l2 / 2 / panel_bytes);
+}
+
+/// The transformed filters conv_winograd reads: `kept`, already transformed by
+/// winograd_transform_filters, or, when `weight` (k x c x 3 x 3) is set, transformed from it on this
+/// call.
+struct winograd_filter_source {
+  const float* kept = nullptr;
+  const float* weight = nullptr;
+};
+
+/// out = act(input (*) weight + bias + residual) by Winograd F(4x4, 3x3). The input is copied channels
+/// last, then, in one of two ways:
+/// - by blocks of tiles (winograd_tile_blocks), when the transformed filters U fit in half of L2:
+///   filters transformed on this call are transformed whole first; then per block (whole MR-row
+///   panels, as many in each block as can be) its input transform, its 36 products and its output
+///   transform. The threads split the blocks, each running whole blocks; with a single block, they
+///   split each stage.
+/// - by groups of output-channel panels (winograd_group_panels), when U is larger but the transformed
+///   input V of all tiles fits in half of L2 (winograd_by_panel_groups): the whole input is
+///   transformed once into V, then per group its filters (when they are transformed on this call),
+///   its 36 products and its output transform, so each group's filters are written to and read
+///   from L2. The threads split the panels, in one region: each
+///   transforms the whole input into its own V (repeated on every thread), and every later stage
+///   reads only what its own thread wrote (the shared channels-last input and kept filters aside).
+///   Split by stages instead, half of the products and filters a thread reads would come from the
+///   other core.
+/// - otherwise as one block of all tiles, each stage split between the threads.
+/// The splits do not change any bit: a GEMM row's or column's values do not depend on the others.
 inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_t k, const float* input,
-                          const float* filters, const float* bias, float* out, const float* residual = nullptr,
-                          activation act = activation::none) {
-  const std::int64_t tiles = tl.tiles(), panels = (tiles + gemm_mr - 1) / gemm_mr;
+                          const winograd_filter_source& filters, const float* bias, float* out,
+                          const float* residual = nullptr, activation act = activation::none) {
+  const std::int64_t tiles = tl.tiles(), cp = winograd_channels_vectors(c);
+  const std::int64_t kp = winograd_channels_padded(k), channel_panels = kp / gemm_nr;
   float* const p = scratch(scratch_slot::conv_input, static_cast<std::size_t>(winograd_channels_last_size(tl, c)));
   winograd_channels_last(tl, c, input, p);
+  if (winograd_by_panel_groups(tiles, c, k)) {
+    const std::int64_t kept_stride = winograd_filters_stride(k, c);
+    const auto run_panels = [&](std::int64_t p0, std::int64_t p1) {
+      // Kept filters stream from memory however they are grouped: one group.
+      const std::int64_t group = filters.weight != nullptr ? winograd_group_panels(c) : p1 - p0;
+      const std::int64_t width = std::min(group, p1 - p0) * gemm_nr;
+      float* const v = scratch(scratch_slot::winograd_input, static_cast<std::size_t>(winograd_positions * tiles * cp));
+      float* const y =
+          scratch(scratch_slot::winograd_products, static_cast<std::size_t>(winograd_positions * tiles * width));
+      float* const u = filters.weight == nullptr
+                           ? nullptr
+                           : scratch(scratch_slot::winograd_filters,
+                                     static_cast<std::size_t>(winograd_positions * winograd_filters_stride(width, c)));
+      winograd_transform_input(tl, c, p, 0, tiles, v);
+      for (std::int64_t q0 = p0; q0 < p1; q0 += group) {
+        const std::int64_t q1 = std::min(p1, q0 + group), n = (q1 - q0) * gemm_nr;
+        if (u != nullptr) winograd_transform_filters(k, c, filters.weight, q0, q1, u);
+        if (u != nullptr)
+          winograd_multiply(c, tiles, n, u, winograd_filters_stride(n, c), v, y);
+        else
+          winograd_multiply(c, tiles, n, filters.kept + q0 * c * gemm_nr, kept_stride, v, y);
+        winograd_transform_output(tl, k, 0, tiles, y, bias, residual, act, out, q0, q1);
+      }
+    };
+    if (parallel_chunk_count(0, channel_panels, 1) > 1)
+      parallel_for(0, channel_panels, 1, [&](std::int64_t p0, std::int64_t p1) { run_panels(p0, p1); });
+    else
+      run_panels(0, channel_panels);
+    return;
+  }
+  const float* u = filters.kept;
+  if (filters.weight != nullptr) {
+    float* const buffer =
+        scratch(scratch_slot::winograd_filters, static_cast<std::size_t>(winograd_filters_size(k, c)));
+    winograd_transform_filters(k, c, filters.weight, buffer);
+    u = buffer;
+  }
+  const std::int64_t panels = (tiles + gemm_mr - 1) / gemm_mr;
   std::int64_t blocks = winograd_tile_blocks(tiles, c, k, 1);
   const int workers = parallel_chunk_count(0, blocks, 1);
   if (workers > 1) blocks = winograd_tile_blocks(tiles, c, k, workers);
   const auto first_tile = [&](std::int64_t b) { return std::min(tiles, panels * b / blocks * gemm_mr); };
   const auto run_blocks = [&](std::int64_t lo, std::int64_t hi) {
     const std::int64_t rows = std::min(tiles, (panels + blocks - 1) / blocks * gemm_mr);
-    float* const v = scratch(scratch_slot::winograd_input,
-                             static_cast<std::size_t>(winograd_positions * rows * winograd_channels_vectors(c)));
-    float* const y = scratch(scratch_slot::winograd_products,
-                             static_cast<std::size_t>(winograd_positions * rows * winograd_channels_padded(k)));
+    float* const v = scratch(scratch_slot::winograd_input, static_cast<std::size_t>(winograd_positions * rows * cp));
+    float* const y = scratch(scratch_slot::winograd_products, static_cast<std::size_t>(winograd_positions * rows * kp));
     for (std::int64_t b = lo; b < hi; ++b) {
       const std::int64_t t0 = first_tile(b), t1 = first_tile(b + 1);
       winograd_transform_input(tl, c, p, t0, t1, v);
-      winograd_multiply(k, c, t1 - t0, filters, v, y);
-      winograd_transform_output(tl, k, t0, t1, y, bias, residual, act, out);
+      winograd_multiply(c, t1 - t0, kp, u, winograd_filters_stride(k, c), v, y);
+      winograd_transform_output(tl, k, t0, t1, y, bias, residual, act, out, 0, channel_panels);
     }
   };
   if (workers > 1)
