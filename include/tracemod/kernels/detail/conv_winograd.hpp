@@ -376,7 +376,7 @@ struct winograd_filter_source {
 };
 
 /// out = act(input (*) weight + bias + residual) by Winograd F(4x4, 3x3). The input is copied channels
-/// last, then, in one of two ways:
+/// last, then, in one of three ways:
 /// - by blocks of tiles (winograd_tile_blocks), when the transformed filters U fit in half of L2:
 ///   filters transformed on this call are transformed whole first; then per block (whole MR-row
 ///   panels, as many in each block as can be) its input transform, its 36 products and its output
@@ -386,11 +386,10 @@ struct winograd_filter_source {
 ///   input V of all tiles fits in half of L2 (winograd_by_panel_groups): the whole input is
 ///   transformed once into V, then per group its filters (when they are transformed on this call),
 ///   its 36 products and its output transform, so each group's filters are written to and read
-///   from L2. The threads split the panels, in one region: each
-///   transforms the whole input into its own V (repeated on every thread), and every later stage
-///   reads only what its own thread wrote (the shared channels-last input and kept filters aside).
-///   Split by stages instead, half of the products and filters a thread reads would come from the
-///   other core.
+///   from L2. The threads split the panels, in one region: each transforms the whole input into its
+///   own V (repeated on every thread), and every later stage reads only what its own thread wrote
+///   (the shared channels-last input and kept filters aside). Split by stages instead, half of the
+///   products and filters a thread reads would come from the other core.
 /// - otherwise as one block of all tiles, each stage split between the threads.
 /// The splits do not change any bit: a GEMM row's or column's values do not depend on the others.
 inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_t k, const float* input,
@@ -416,18 +415,18 @@ inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_
       winograd_transform_input(tl, c, p, 0, tiles, v);
       for (std::int64_t q0 = p0; q0 < p1; q0 += group) {
         const std::int64_t q1 = std::min(p1, q0 + group), n = (q1 - q0) * gemm_nr;
-        if (u != nullptr) winograd_transform_filters(k, c, filters.weight, q0, q1, u);
-        if (u != nullptr)
+        if (u != nullptr) {
+          winograd_transform_filters(k, c, filters.weight, q0, q1, u);
           winograd_multiply(c, tiles, n, u, winograd_filters_stride(n, c), v, y);
-        else
+        } else {
           winograd_multiply(c, tiles, n, filters.kept + q0 * c * gemm_nr, kept_stride, v, y);
+        }
         winograd_transform_output(tl, k, 0, tiles, y, bias, residual, act, out, q0, q1);
       }
     };
-    if (parallel_chunk_count(0, channel_panels, 1) > 1)
-      parallel_for(0, channel_panels, 1, [&](std::int64_t p0, std::int64_t p1) { run_panels(p0, p1); });
-    else
-      run_panels(0, channel_panels);
+    // On one chunk (one thread, or one panel) run_panels runs on this thread outside any region,
+    // and each stage splits its own work.
+    parallel_for(0, channel_panels, 1, run_panels);
     return;
   }
   const float* u = filters.kept;
