@@ -334,6 +334,12 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
   });
 }
 
+/// Whether the transformed filters of k x c filters fit in half of L2: what decides between the tile
+/// blocks (winograd_tile_blocks) and one block or panel groups (winograd_by_panel_groups).
+inline bool winograd_filters_fit_half_l2(std::int64_t k, std::int64_t c) {
+  return winograd_filters_size(k, c) * static_cast<std::int64_t>(sizeof(float)) <= cache_sizes().l2 / 2;
+}
+
 /// Blocks of tiles of conv_winograd: its blocks' V and Y together take half of L2 when the
 /// transformed filters U fit in the other half, so each block's three stages run in L2 and U is
 /// read from L2 by every block; with a larger U, re-reading it per block would cost more than V and
@@ -345,7 +351,7 @@ inline std::int64_t winograd_tile_blocks(std::int64_t tiles, std::int64_t c, std
   constexpr auto bytes = static_cast<std::int64_t>(sizeof(float));
   const std::int64_t per_tile = winograd_positions * (winograd_channels_vectors(c) + winograd_channels_padded(k)) * bytes;
   const std::int64_t half_l2 = cache_sizes().l2 / 2;
-  if (winograd_filters_size(k, c) * bytes > half_l2) return 1;
+  if (!winograd_filters_fit_half_l2(k, c)) return 1;
   const std::int64_t blocks = (tiles * per_tile + half_l2 - 1) / half_l2;
   return std::min((blocks + workers - 1) / workers * workers, (tiles + gemm_mr - 1) / gemm_mr);
 }
@@ -353,10 +359,9 @@ inline std::int64_t winograd_tile_blocks(std::int64_t tiles, std::int64_t c, std
 /// Whether conv_winograd runs by groups of output-channel panels: when the transformed filters do not
 /// fit in half of L2 but the whole transformed input does.
 inline bool winograd_by_panel_groups(std::int64_t tiles, std::int64_t c, std::int64_t k) {
-  constexpr auto bytes = static_cast<std::int64_t>(sizeof(float));
-  const std::int64_t half_l2 = cache_sizes().l2 / 2;
-  return winograd_filters_size(k, c) * bytes > half_l2 &&
-         winograd_positions * tiles * winograd_channels_vectors(c) * bytes <= half_l2;
+  const std::int64_t input_bytes =
+      winograd_positions * tiles * winograd_channels_vectors(c) * static_cast<std::int64_t>(sizeof(float));
+  return !winograd_filters_fit_half_l2(k, c) && input_bytes <= cache_sizes().l2 / 2;
 }
 
 /// Panels of NR output channels that conv_winograd's panel groups take at a time: as many as keep
