@@ -7,15 +7,16 @@
 //
 // Layouts (t = tile index over the batch; CP = C padded to whole vectors, KP = K padded to whole
 // NR-wide panels):
-//   channels-last input  P[b][y][x][c]        n x (4 tiles_h + 2) x (4 tiles_w + 2) x CP, zero border
 //   transformed weights  U[pos][K/NR][c][NR]  36 x (KP x C + 16)  (each U[pos]^T packed as a GEMM's op(B),
 //                                              positions winograd_filters_stride apart)
-//   transformed input    V[pos][t][c]         36 x T x CP  (each V[pos] a GEMM's op(A), read in place)
+//   transformed input    V[pos][t][c]         36 x (T x CP + 16 or 32)  (each V[pos] a GEMM's op(A), read in
+//                                              place; positions winograd_input_stride apart)
 //   products             Y[pos][t][k]         36 x T x KP
 // The products are computed with tiles as rows: with few tiles (16 at 256@14x14, batch 1) the
 // register tiles still run full-width over output channels. Every transform runs on vectors of W
-// consecutive channels: the input is first copied channels last (W x W blocks transposed in
-// registers), so a patch element of W channels is one vector load, and V is stored whole vectors.
+// consecutive channels: the six input rows of a tile row are copied channels last into a buffer in
+// L1 (W x W blocks transposed in registers), so a patch element of W channels is one vector load,
+// and V is stored whole vectors.
 #pragma once
 
 #include <tracemod/core/parallel.hpp>
@@ -33,6 +34,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace tracemod::kernels::detail {
 
@@ -163,87 +165,120 @@ inline void winograd_transform_filters(std::int64_t k, std::int64_t c, const flo
   winograd_transform_filters(k, c, weight, 0, winograd_channels_padded(k) / gemm_nr, u);
 }
 
-/// Channels padded to whole vectors: the row length of the channels-last input and of V.
+/// Channels padded to whole vectors: the row length of V.
 inline std::int64_t winograd_channels_vectors(std::int64_t c) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
   return (c + w - 1) / w * w;
 }
 
-/// Floats of winograd_channels_last's copy of the input.
-inline std::int64_t winograd_channels_last_size(const winograd_tiling& tl, std::int64_t c) {
-  return tl.n * (tl.tiles_h() * winograd_out_tile + 2) * (tl.tiles_w() * winograd_out_tile + 2) *
-         winograd_channels_vectors(c);
+/// Floats from one position of V (winograd_transform_input) to the next for `tiles` tiles: the tiles'
+/// rows of channels, padded to an odd number of cache lines. Unpadded, the 36 vectors a tile's
+/// patch stores would fall into few L1 sets (at 128@28x28 one position is 392 lines, so all 36
+/// into 8 of the 64 sets) and evict each other.
+inline std::int64_t winograd_input_stride(std::int64_t tiles, std::int64_t c) {
+  constexpr std::int64_t line = 16;  // floats per 64-byte line
+  const std::int64_t lines = (tiles * winograd_channels_vectors(c) + line - 1) / line;
+  return (lines + 1 + lines % 2) * line;
 }
 
-/// The input (n x c x h x w) copied channels last, as every patch reads it: p[b][y][x][ch] for the
-/// n x ph x pw padded planes the tiles cover (ph = 4 tiles_h + 2, pw = 4 tiles_w + 2), channels
-/// padded to whole vectors, zero outside the image and past c. Blocks of W channels x W columns of
-/// a row are transposed in registers.
-inline void winograd_channels_last(const winograd_tiling& tl, std::int64_t c, const float* input, float* p) {
+/// Tiles of one tile row that winograd_transform_input reads through one buffer: their six input rows,
+/// copied channels last for W channels, take 6 x (4 x 12 + 2) x W floats (19 KiB at W = 16), in L1.
+inline constexpr std::int64_t winograd_row_chunk_tiles = 12;
+inline constexpr std::int64_t winograd_row_buffer_cols = winograd_out_tile * winograd_row_chunk_tiles + 2;
+
+/// `columns` floats of one input row from `src`, for `lanes` (at most W) channels whose rows are
+/// `plane` floats apart, stored channels last: column x's W channels at dst[x W, (x + 1) W), channels
+/// past `lanes` zero. Blocks of W columns are transposed in registers; the last block of a run of
+/// at least W columns ends at the run's end, overlapping the one before. A shorter run loads W
+/// floats all the same (the columns past it are never stored) unless that would pass `end`, the
+/// input's end.
+inline void winograd_row_channels_last(const float* src, std::int64_t plane, std::int64_t lanes, std::int64_t columns,
+                                       const float* end, float* dst) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
-  const std::int64_t cp = winograd_channels_vectors(c);
-  const std::int64_t ph = tl.tiles_h() * winograd_out_tile + 2, pw = tl.tiles_w() * winograd_out_tile + 2;
-  // Input rows and columns past the last tile's patch are never read.
-  const std::int64_t left = std::min(tl.pad_w, pw), cols = std::clamp<std::int64_t>(pw - tl.pad_w, 0, tl.w);
-  parallel_for(0, tl.n * ph, grain_in_items(grains().copy, pw * cp), [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t row = lo; row < hi; ++row) {
-      const std::int64_t b = row / ph, iy = row % ph - tl.pad_h;
-      float* const dst = p + row * pw * cp;
-      if (iy < 0 || iy >= tl.h || cols == 0) {
-        std::fill_n(dst, pw * cp, 0.0f);
-        continue;
-      }
-      std::fill_n(dst, left * cp, 0.0f);
-      std::fill_n(dst + (left + cols) * cp, (pw - left - cols) * cp, 0.0f);
-      const float* const src = input + (b * c * tl.h + iy) * tl.w;  // channel ch's row at src + ch * h * w
-      for (std::int64_t c0 = 0; c0 < cp; c0 += w) {
-        for (std::int64_t x0 = 0; x0 < cols; x0 += w) {
-          const std::int64_t width = std::min(w, cols - x0);
-          std::array<fbatch, simd_width> block;
-          for (std::int64_t l = 0; l < w; ++l) {
-            const float* const lanes = src + (c0 + l) * tl.h * tl.w + x0;
-            block[l] = c0 + l >= c  ? fbatch(0.0f)
-                       : width == w ? fbatch::load_unaligned(lanes)
-                                    : array_operand{lanes}.load_partial(0, width);
-          }
-          transpose_square(block);
-          for (std::int64_t x = 0; x < width; ++x) block[x].store_aligned(dst + (left + x0 + x) * cp + c0);
-        }
-      }
-    }
-  });
+  for (std::int64_t x = 0; x < columns; x += w) {
+    const std::int64_t x1 = columns - x >= w || columns < w ? x : columns - w;
+    const std::int64_t count = std::min(w, columns - x1);
+    const bool whole = end - (src + (lanes - 1) * plane + x1) >= w;
+    std::array<fbatch, simd_width> block;
+    block.fill(fbatch(0.0f));
+    for (std::int64_t l = 0; l < lanes; ++l)
+      block[l] = whole ? fbatch::load_unaligned(src + l * plane + x1)
+                       : array_operand{src + l * plane + x1}.load_partial(0, count);
+    transpose_square(block);
+    if (count == w)  // unrolled, so that the block stays in registers
+      [&]<std::size_t... J>(std::index_sequence<J...>) {
+        (block[J].store_aligned(dst + (x1 + static_cast<std::int64_t>(J)) * w), ...);
+      }(std::make_index_sequence<simd_width>{});
+    else
+      for (std::int64_t j = 0; j < count; ++j) block[j].store_aligned(dst + (x1 + j) * w);
+  }
+}
+
+/// B^T d B of one patch of W channels, element (i, j) at patch[(i row_stride + j) W], stored at
+/// v[(6 i + j) position_stride].
+inline void winograd_input_patch(const float* patch, std::int64_t row_stride, float* v,
+                                 std::int64_t position_stride) {
+  constexpr auto w = static_cast<std::int64_t>(simd_width);
+  std::array<std::array<fbatch, 6>, 6> columns;  // B^T d: columns[j][i]
+  for (std::int64_t j = 0; j < 6; ++j) {
+    const auto d = [&](std::int64_t i) { return fbatch::load_aligned(patch + (i * row_stride + j) * w); };
+    winograd_input_1d(d(0), d(1), d(2), d(3), d(4), d(5), columns[j]);
+  }
+  for (std::int64_t i = 0; i < 6; ++i) {
+    std::array<fbatch, 6> row;
+    winograd_input_1d(columns[0][i], columns[1][i], columns[2][i], columns[3][i], columns[4][i], columns[5][i], row);
+    for (std::int64_t j = 0; j < 6; ++j) row[j].store_aligned(v + (i * 6 + j) * position_stride);
+  }
 }
 
 /// V[pos][t - t0][ch] (t1 - t0 tiles x cp per position, cp = channels padded to whole vectors) for
-/// tiles [t0, t1), from the channels-last input: each vector holds W consecutive channels of one
-/// patch element, so the patches load and V stores as whole vectors, and each V[pos] is a GEMM
-/// operand read in place.
-inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, const float* p, std::int64_t t0,
+/// tiles [t0, t1), straight from the input (n x c x h x w). Work items are a block of W channels
+/// of up to winograd_row_chunk_tiles tiles of one tile row: the six input rows those tiles read are
+/// first copied channels last into a buffer on the stack (winograd_row_channels_last; zero outside
+/// the image and past c), which stays in L1, so each element of a patch is one vector of W
+/// channels; V stores whole vectors, and each V[pos] is a GEMM operand read in place.
+inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, const float* input, std::int64_t t0,
                                      std::int64_t t1, float* v) {
   constexpr auto w = static_cast<std::int64_t>(simd_width);
+  constexpr std::int64_t buffer_cols = winograd_row_buffer_cols;
   const std::int64_t cp = winograd_channels_vectors(c), channel_blocks = cp / w;
-  const std::int64_t tiles = t1 - t0, per_image = tl.tiles_per_image(), tw = tl.tiles_w();
-  const std::int64_t ph = tl.tiles_h() * winograd_out_tile + 2, pw = tw * winograd_out_tile + 2;
-  parallel_for(0, tiles * channel_blocks, grain_in_items(grains().elementwise, winograd_positions * w),
-               [&](std::int64_t lo, std::int64_t hi) {
-                 for (std::int64_t item = lo; item < hi; ++item) {
-                   const std::int64_t t = t0 + item / channel_blocks, c0 = item % channel_blocks * w;
-                   const std::int64_t b = t / per_image, ty = t % per_image / tw, tx = t % per_image % tw;
-                   const float* const src =
-                       p + ((b * ph + ty * winograd_out_tile) * pw + tx * winograd_out_tile) * cp + c0;
-                   std::array<std::array<fbatch, 6>, 6> columns;  // B^T d: columns[j][i]
-                   for (std::int64_t j = 0; j < 6; ++j) {
-                     const auto d = [&](std::int64_t i) { return fbatch::load_aligned(src + (i * pw + j) * cp); };
-                     winograd_input_1d(d(0), d(1), d(2), d(3), d(4), d(5), columns[j]);
-                   }
-                   for (std::int64_t i = 0; i < 6; ++i) {
-                     std::array<fbatch, 6> row;
-                     winograd_input_1d(columns[0][i], columns[1][i], columns[2][i], columns[3][i], columns[4][i],
-                                       columns[5][i], row);
-                     for (std::int64_t j = 0; j < 6; ++j) row[j].store_aligned(v + ((i * 6 + j) * tiles + t - t0) * cp + c0);
-                   }
-                 }
-               });
+  const std::int64_t tiles = t1 - t0, tw = tl.tiles_w(), stride = winograd_input_stride(tiles, c);
+  const float* const end = input + tl.n * c * tl.h * tl.w;
+  const std::int64_t chunks = (tw + winograd_row_chunk_tiles - 1) / winograd_row_chunk_tiles;
+  const std::int64_t row0 = t0 / tw, rows = (t1 - 1) / tw + 1 - row0;  // tile rows over the batch
+  const std::int64_t grain = grain_in_items(grains().elementwise, winograd_positions * w * tw / chunks);
+  parallel_for(0, rows * chunks * channel_blocks, grain, [&](std::int64_t lo, std::int64_t hi) {
+    alignas(buffer_alignment) std::array<float, winograd_in_tile * buffer_cols * simd_width> buffer;
+    for (std::int64_t item = lo; item < hi; ++item) {
+      const std::int64_t row = row0 + item / (chunks * channel_blocks);
+      const std::int64_t chunk = item / channel_blocks % chunks, c0 = item % channel_blocks * w;
+      // The chunk's tiles, cut to [t0, t1) (a range may start or end inside a row), and their columns.
+      const std::int64_t first = std::max(t0, row * tw + chunk * tw / chunks);
+      const std::int64_t last = std::min(t1, row * tw + (chunk + 1) * tw / chunks);
+      if (first >= last) continue;
+      const std::int64_t b = row / tl.tiles_h(), ty = row % tl.tiles_h();
+      const std::int64_t x_first = (first - row * tw) * winograd_out_tile - tl.pad_w;  // buffer column 0
+      const std::int64_t width = (last - first) * winograd_out_tile + 2;
+      // Buffer columns [left, right) are inside the image.
+      const std::int64_t left = std::clamp<std::int64_t>(-x_first, 0, width);
+      const std::int64_t right = std::clamp<std::int64_t>(tl.w - x_first, left, width);
+      for (std::int64_t r = 0; r < winograd_in_tile; ++r) {
+        float* const dst = buffer.data() + r * buffer_cols * w;
+        const std::int64_t iy = ty * winograd_out_tile - tl.pad_h + r;
+        if (iy < 0 || iy >= tl.h || left == right) {
+          std::fill_n(dst, width * w, 0.0f);
+          continue;
+        }
+        std::fill_n(dst, left * w, 0.0f);
+        std::fill_n(dst + right * w, (width - right) * w, 0.0f);
+        const float* const src = input + ((b * c + c0) * tl.h + iy) * tl.w + x_first + left;  // channel c0
+        winograd_row_channels_last(src, tl.h * tl.w, std::min(w, c - c0), right - left, end, dst + left * w);
+      }
+      for (std::int64_t t = first; t < last; ++t)
+        winograd_input_patch(buffer.data() + (t - first) * winograd_out_tile * w, buffer_cols,
+                             v + (t - t0) * cp + c0, stride);
+    }
+  });
 }
 
 /// Y[pos] = V[pos] U[pos]^T (tiles x width) for the 36 positions, for `width` (whole NR-wide panels)
@@ -256,10 +291,10 @@ inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, 
 /// columns the GEMM computes.
 inline void winograd_multiply(std::int64_t c, std::int64_t tiles, std::int64_t width, const float* u,
                               std::int64_t stride, const float* v, float* y) {
-  const std::int64_t cp = winograd_channels_vectors(c);
+  const std::int64_t cp = winograd_channels_vectors(c), v_stride = winograd_input_stride(tiles, c);
   parallel_for(0, winograd_positions, 1, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t pos = lo; pos < hi; ++pos)
-      gemm_blocked(tiles, width, c, 1.0f, strided_matrix{v + pos * tiles * cp, cp, 1}, gemm_packed_b{u + pos * stride},
+      gemm_blocked(tiles, width, c, 1.0f, strided_matrix{v + pos * v_stride, cp, 1}, gemm_packed_b{u + pos * stride},
                    0.0f, nullptr, strided_output{y + pos * tiles * width, width, 1});
   });
 }
@@ -360,7 +395,7 @@ inline std::int64_t winograd_tile_blocks(std::int64_t tiles, std::int64_t c, std
 /// fit in half of L2 but the whole transformed input does.
 inline bool winograd_by_panel_groups(std::int64_t tiles, std::int64_t c, std::int64_t k) {
   const std::int64_t input_bytes =
-      winograd_positions * tiles * winograd_channels_vectors(c) * static_cast<std::int64_t>(sizeof(float));
+      winograd_positions * winograd_input_stride(tiles, c) * static_cast<std::int64_t>(sizeof(float));
   return !winograd_filters_fit_half_l2(k, c) && input_bytes <= cache_sizes().l2 / 2;
 }
 
@@ -380,8 +415,7 @@ struct winograd_filter_source {
   const float* weight = nullptr;
 };
 
-/// out = act(input (*) weight + bias + residual) by Winograd F(4x4, 3x3). The input is copied channels
-/// last, then, in one of three ways:
+/// out = act(input (*) weight + bias + residual) by Winograd F(4x4, 3x3), in one of three ways:
 /// - by blocks of tiles (winograd_tile_blocks), when the transformed filters U fit in half of L2:
 ///   filters transformed on this call are transformed whole first; then per block (whole MR-row
 ///   panels, as many in each block as can be) its input transform, its 36 products and its output
@@ -393,31 +427,30 @@ struct winograd_filter_source {
 ///   its 36 products and its output transform, so each group's filters are written to and read
 ///   from L2. The threads split the panels, in one region: each transforms the whole input into its
 ///   own V (repeated on every thread), and every later stage reads only what its own thread wrote
-///   (the shared channels-last input and kept filters aside). Split by stages instead, half of the
+///   (the input and kept filters aside). Split by stages instead, half of the
 ///   products and filters a thread reads would come from the other core.
 /// - otherwise as one block of all tiles, each stage split between the threads.
 /// The splits do not change any bit: a GEMM row's or column's values do not depend on the others.
 inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_t k, const float* input,
                           const winograd_filter_source& filters, const float* bias, float* out,
                           const float* residual = nullptr, activation act = activation::none) {
-  const std::int64_t tiles = tl.tiles(), cp = winograd_channels_vectors(c);
+  const std::int64_t tiles = tl.tiles();
   const std::int64_t kp = winograd_channels_padded(k), channel_panels = kp / gemm_nr;
-  float* const p = scratch(scratch_slot::conv_input, static_cast<std::size_t>(winograd_channels_last_size(tl, c)));
-  winograd_channels_last(tl, c, input, p);
   if (winograd_by_panel_groups(tiles, c, k)) {
     const std::int64_t kept_stride = winograd_filters_stride(k, c);
     const auto run_panels = [&](std::int64_t p0, std::int64_t p1) {
       // Kept filters stream from memory however they are grouped: one group.
       const std::int64_t group = filters.weight != nullptr ? winograd_group_panels(c) : p1 - p0;
       const std::int64_t width = std::min(group, p1 - p0) * gemm_nr;
-      float* const v = scratch(scratch_slot::winograd_input, static_cast<std::size_t>(winograd_positions * tiles * cp));
+      float* const v = scratch(scratch_slot::winograd_input,
+                                     static_cast<std::size_t>(winograd_positions * winograd_input_stride(tiles, c)));
       float* const y =
           scratch(scratch_slot::winograd_products, static_cast<std::size_t>(winograd_positions * tiles * width));
       float* const u = filters.weight == nullptr
                            ? nullptr
                            : scratch(scratch_slot::winograd_filters,
                                      static_cast<std::size_t>(winograd_positions * winograd_filters_stride(width, c)));
-      winograd_transform_input(tl, c, p, 0, tiles, v);
+      winograd_transform_input(tl, c, input, 0, tiles, v);
       for (std::int64_t q0 = p0; q0 < p1; q0 += group) {
         const std::int64_t q1 = std::min(p1, q0 + group), n = (q1 - q0) * gemm_nr;
         if (u != nullptr) {
@@ -448,11 +481,12 @@ inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_
   const auto first_tile = [&](std::int64_t b) { return std::min(tiles, panels * b / blocks * gemm_mr); };
   const auto run_blocks = [&](std::int64_t lo, std::int64_t hi) {
     const std::int64_t rows = std::min(tiles, (panels + blocks - 1) / blocks * gemm_mr);
-    float* const v = scratch(scratch_slot::winograd_input, static_cast<std::size_t>(winograd_positions * rows * cp));
+    float* const v = scratch(scratch_slot::winograd_input,
+                                   static_cast<std::size_t>(winograd_positions * winograd_input_stride(rows, c)));
     float* const y = scratch(scratch_slot::winograd_products, static_cast<std::size_t>(winograd_positions * rows * kp));
     for (std::int64_t b = lo; b < hi; ++b) {
       const std::int64_t t0 = first_tile(b), t1 = first_tile(b + 1);
-      winograd_transform_input(tl, c, p, t0, t1, v);
+      winograd_transform_input(tl, c, input, t0, t1, v);
       winograd_multiply(c, t1 - t0, kp, u, winograd_filters_stride(k, c), v, y);
       winograd_transform_output(tl, k, t0, t1, y, bias, residual, act, out, 0, channel_panels);
     }
