@@ -10,8 +10,9 @@
 //   transformed weights  U[pos][K/NR][c][NR]  36 x (KP x C + 16)  (each U[pos]^T packed as a GEMM's op(B),
 //                                              positions winograd_filters_stride apart)
 //   transformed input    V[pos][t][c]         36 x (T x CP + 16 or 32)  (each V[pos] a GEMM's op(A), read in
-//                                              place; positions winograd_input_stride apart)
-//   products             Y[pos][t][k]         36 x T x KP
+//                                              place)
+//   products             Y[pos][t][k]         36 x (T x KP + 16 or 32)
+// (positions of V and Y winograd_position_stride apart)
 // The products are computed with tiles as rows: with few tiles (16 at 256@14x14, batch 1) the
 // register tiles still run full-width over output channels. Every transform runs on vectors of W
 // consecutive channels: the six input rows of a tile row are copied channels last into a buffer in
@@ -34,7 +35,6 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <utility>
 
 namespace tracemod::kernels::detail {
 
@@ -135,7 +135,7 @@ inline void winograd_transform_filters(std::int64_t k, std::int64_t c, const flo
             for (std::int64_t l = 0; l < w; ++l)
               block[l] = fbatch::load_unaligned(weight + ((k0 + l) * c + ch0) * 9 + m * w);
             transpose_square(block);
-            for (std::int64_t e = 0; e < w; ++e) block[e].store_aligned(taps.data() + (m * w + e) * w);
+            store_rows(block, taps.data() + m * w * w, w);
           }
         } else {
           for (std::int64_t ch = 0; ch < chans; ++ch)
@@ -171,13 +171,14 @@ inline std::int64_t winograd_channels_vectors(std::int64_t c) {
   return (c + w - 1) / w * w;
 }
 
-/// Floats from one position of V (winograd_transform_input) to the next for `tiles` tiles: the tiles'
-/// rows of channels, padded to an odd number of cache lines. Unpadded, the 36 vectors a tile's
-/// patch stores would fall into few L1 sets (at 128@28x28 one position is 392 lines, so all 36
-/// into 8 of the 64 sets) and evict each other.
-inline std::int64_t winograd_input_stride(std::int64_t tiles, std::int64_t c) {
+/// Floats from one position's matrix of V or of the products to the next, for `rows` tiles of
+/// `row_floats` each: padded to an odd number of cache lines. Unpadded, the 36 vectors that a tile's
+/// input transform stores, or its output transform loads, would fall into few L1 sets and evict
+/// each other: one position of V at 128@28x28 is 392 lines (all 36 into 8 of the 64 sets), of the
+/// products of one panel at 256@14x14 32 lines (2 sets).
+inline std::int64_t winograd_position_stride(std::int64_t rows, std::int64_t row_floats) {
   constexpr std::int64_t line = 16;  // floats per 64-byte line
-  const std::int64_t lines = (tiles * winograd_channels_vectors(c) + line - 1) / line;
+  const std::int64_t lines = (rows * row_floats + line - 1) / line;
   return (lines + 1 + lines % 2) * line;
 }
 
@@ -205,10 +206,8 @@ inline void winograd_row_channels_last(const float* src, std::int64_t plane, std
       block[l] = whole ? fbatch::load_unaligned(src + l * plane + x1)
                        : array_operand{src + l * plane + x1}.load_partial(0, count);
     transpose_square(block);
-    if (count == w)  // unrolled, so that the block stays in registers
-      [&]<std::size_t... J>(std::index_sequence<J...>) {
-        (block[J].store_aligned(dst + (x1 + static_cast<std::int64_t>(J)) * w), ...);
-      }(std::make_index_sequence<simd_width>{});
+    if (count == w)
+      store_rows(block, dst + x1 * w, w);
     else
       for (std::int64_t j = 0; j < count; ++j) block[j].store_aligned(dst + (x1 + j) * w);
   }
@@ -242,7 +241,7 @@ inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, 
   constexpr auto w = static_cast<std::int64_t>(simd_width);
   constexpr std::int64_t buffer_cols = winograd_row_buffer_cols;
   const std::int64_t cp = winograd_channels_vectors(c), channel_blocks = cp / w;
-  const std::int64_t tiles = t1 - t0, tw = tl.tiles_w(), stride = winograd_input_stride(tiles, c);
+  const std::int64_t tiles = t1 - t0, tw = tl.tiles_w(), stride = winograd_position_stride(tiles, cp);
   const float* const end = input + tl.n * c * tl.h * tl.w;
   const std::int64_t chunks = (tw + winograd_row_chunk_tiles - 1) / winograd_row_chunk_tiles;
   const std::int64_t row0 = t0 / tw, rows = (t1 - 1) / tw + 1 - row0;  // tile rows over the batch
@@ -291,11 +290,12 @@ inline void winograd_transform_input(const winograd_tiling& tl, std::int64_t c, 
 /// columns the GEMM computes.
 inline void winograd_multiply(std::int64_t c, std::int64_t tiles, std::int64_t width, const float* u,
                               std::int64_t stride, const float* v, float* y) {
-  const std::int64_t cp = winograd_channels_vectors(c), v_stride = winograd_input_stride(tiles, c);
+  const std::int64_t cp = winograd_channels_vectors(c), v_stride = winograd_position_stride(tiles, cp);
+  const std::int64_t y_stride = winograd_position_stride(tiles, width);
   parallel_for(0, winograd_positions, 1, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t pos = lo; pos < hi; ++pos)
       gemm_blocked(tiles, width, c, 1.0f, strided_matrix{v + pos * v_stride, cp, 1}, gemm_packed_b{u + pos * stride},
-                   0.0f, nullptr, strided_output{y + pos * tiles * width, width, 1});
+                   0.0f, nullptr, strided_output{y + pos * y_stride, width, 1});
   });
 }
 
@@ -314,6 +314,7 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
   static_assert(16 % simd_width == 0, "a tile's 16 outputs are transposed in whole blocks of W");
   const std::int64_t tiles = t1 - t0, per_image = tl.tiles_per_image(), tw = tl.tiles_w();
   const std::int64_t first = p0 * gemm_nr, last = std::min(k, p1 * gemm_nr), width = (p1 - p0) * gemm_nr;
+  const std::int64_t stride = winograd_position_stride(tiles, width);
   const std::int64_t plane = tl.out_h * tl.out_w;
   const std::int64_t grain = grain_in_items(grains().elementwise, 16 * (last - first));
   parallel_for(t0, t1, grain, [&](std::int64_t lo, std::int64_t hi) {
@@ -331,7 +332,7 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
         std::array<std::array<fbatch, 4>, 6> columns;  // A^T m: columns[j][i]
         for (std::int64_t j = 0; j < 6; ++j) {
           const auto m = [&](std::int64_t i) {
-            return fbatch::load_aligned(y + ((i * 6 + j) * tiles + t - t0) * width + k0 - first);
+            return fbatch::load_aligned(y + (i * 6 + j) * stride + (t - t0) * width + k0 - first);
           };
           winograd_output_1d(m(0), m(1), m(2), m(3), m(4), m(5), columns[j]);
         }
@@ -395,7 +396,8 @@ inline std::int64_t winograd_tile_blocks(std::int64_t tiles, std::int64_t c, std
 /// fit in half of L2 but the whole transformed input does.
 inline bool winograd_by_panel_groups(std::int64_t tiles, std::int64_t c, std::int64_t k) {
   const std::int64_t input_bytes =
-      winograd_positions * winograd_input_stride(tiles, c) * static_cast<std::int64_t>(sizeof(float));
+      winograd_positions * winograd_position_stride(tiles, winograd_channels_vectors(c)) *
+      static_cast<std::int64_t>(sizeof(float));
   return !winograd_filters_fit_half_l2(k, c) && input_bytes <= cache_sizes().l2 / 2;
 }
 
@@ -434,7 +436,7 @@ struct winograd_filter_source {
 inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_t k, const float* input,
                           const winograd_filter_source& filters, const float* bias, float* out,
                           const float* residual = nullptr, activation act = activation::none) {
-  const std::int64_t tiles = tl.tiles();
+  const std::int64_t tiles = tl.tiles(), cp = winograd_channels_vectors(c);
   const std::int64_t kp = winograd_channels_padded(k), channel_panels = kp / gemm_nr;
   if (winograd_by_panel_groups(tiles, c, k)) {
     const std::int64_t kept_stride = winograd_filters_stride(k, c);
@@ -443,9 +445,9 @@ inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_
       const std::int64_t group = filters.weight != nullptr ? winograd_group_panels(c) : p1 - p0;
       const std::int64_t width = std::min(group, p1 - p0) * gemm_nr;
       float* const v = scratch(scratch_slot::winograd_input,
-                                     static_cast<std::size_t>(winograd_positions * winograd_input_stride(tiles, c)));
-      float* const y =
-          scratch(scratch_slot::winograd_products, static_cast<std::size_t>(winograd_positions * tiles * width));
+                               static_cast<std::size_t>(winograd_positions * winograd_position_stride(tiles, cp)));
+      float* const y = scratch(scratch_slot::winograd_products,
+                               static_cast<std::size_t>(winograd_positions * winograd_position_stride(tiles, width)));
       float* const u = filters.weight == nullptr
                            ? nullptr
                            : scratch(scratch_slot::winograd_filters,
@@ -482,8 +484,9 @@ inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_
   const auto run_blocks = [&](std::int64_t lo, std::int64_t hi) {
     const std::int64_t rows = std::min(tiles, (panels + blocks - 1) / blocks * gemm_mr);
     float* const v = scratch(scratch_slot::winograd_input,
-                                   static_cast<std::size_t>(winograd_positions * winograd_input_stride(rows, c)));
-    float* const y = scratch(scratch_slot::winograd_products, static_cast<std::size_t>(winograd_positions * rows * kp));
+                             static_cast<std::size_t>(winograd_positions * winograd_position_stride(rows, cp)));
+    float* const y = scratch(scratch_slot::winograd_products,
+                             static_cast<std::size_t>(winograd_positions * winograd_position_stride(rows, kp)));
     for (std::int64_t b = lo; b < hi; ++b) {
       const std::int64_t t0 = first_tile(b), t1 = first_tile(b + 1);
       winograd_transform_input(tl, c, input, t0, t1, v);

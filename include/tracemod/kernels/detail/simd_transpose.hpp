@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace tracemod::kernels::detail {
 
@@ -54,6 +55,15 @@ inline void transpose_square(std::array<fbatch, simd_width>& rows) noexcept {
     }
     rows = next;
   }
+}
+
+/// rows[j] stored at dst + j * step, aligned, j in [0, simd_width): unrolled, so that rows stays in
+/// registers (a loop over the stores is a copy out of an array, which compilers turn into a call
+/// to memcpy after spilling the array).
+inline void store_rows(const std::array<fbatch, simd_width>& rows, float* dst, std::int64_t step) noexcept {
+  [&]<std::size_t... J>(std::index_sequence<J...>) {
+    (rows[J].store_aligned(dst + static_cast<std::int64_t>(J) * step), ...);
+  }(std::make_index_sequence<simd_width>{});
 }
 
 }  // namespace tracemod::kernels::detail
