@@ -421,8 +421,9 @@ struct winograd_filter_source {
 /// - by blocks of tiles (winograd_tile_blocks), when the transformed filters U fit in half of L2:
 ///   filters transformed on this call are transformed whole first; then per block (whole MR-row
 ///   panels, as many in each block as can be) its input transform, its 36 products and its output
-///   transform. The threads split the blocks, each running whole blocks; with a single block, they
-///   split each stage.
+///   transform. The threads split the blocks, each running whole blocks, and each transforms
+///   per-call filters into its own U first (its products then read no filters from the other
+///   core); with a single block, they split each stage.
 /// - by groups of output-channel panels (winograd_group_panels), when U is larger but the transformed
 ///   input V of all tiles fits in half of L2 (winograd_by_panel_groups): the whole input is
 ///   transformed once into V, then per group its filters (when they are transformed on this call),
@@ -469,19 +470,22 @@ inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_
     parallel_for(0, channel_panels, 1, run_panels);
     return;
   }
-  const float* u = filters.kept;
-  if (filters.weight != nullptr) {
-    float* const buffer =
-        scratch(scratch_slot::winograd_filters, static_cast<std::size_t>(winograd_filters_size(k, c)));
-    winograd_transform_filters(k, c, filters.weight, buffer);
-    u = buffer;
-  }
   const std::int64_t panels = (tiles + gemm_mr - 1) / gemm_mr;
   std::int64_t blocks = winograd_tile_blocks(tiles, c, k, 1);
   const int workers = parallel_chunk_count(0, blocks, 1);
   if (workers > 1) blocks = winograd_tile_blocks(tiles, c, k, workers);
+  const auto transformed_filters = [&] {
+    float* const buffer =
+        scratch(scratch_slot::winograd_filters, static_cast<std::size_t>(winograd_filters_size(k, c)));
+    winograd_transform_filters(k, c, filters.weight, buffer);
+    return static_cast<const float*>(buffer);
+  };
+  // With several threads, each transforms per-call filters into its own U in the blocks' region.
+  const bool own_filters = filters.weight != nullptr && workers > 1;
+  const float* const shared_u = filters.weight == nullptr ? filters.kept : own_filters ? nullptr : transformed_filters();
   const auto first_tile = [&](std::int64_t b) { return std::min(tiles, panels * b / blocks * gemm_mr); };
   const auto run_blocks = [&](std::int64_t lo, std::int64_t hi) {
+    const float* const u = own_filters ? transformed_filters() : shared_u;
     const std::int64_t rows = std::min(tiles, (panels + blocks - 1) / blocks * gemm_mr);
     float* const v = scratch(scratch_slot::winograd_input,
                              static_cast<std::size_t>(winograd_positions * winograd_position_stride(rows, cp)));
