@@ -182,6 +182,12 @@ inline std::int64_t winograd_position_stride(std::int64_t rows, std::int64_t row
   return (lines + 1 + lines % 2) * line;
 }
 
+/// This thread's scratch for the 36 positions of V or of the products (`slot`): `rows` tiles of
+/// `row_floats` each, positions winograd_position_stride apart.
+inline float* winograd_positions_scratch(scratch_slot slot, std::int64_t rows, std::int64_t row_floats) {
+  return scratch(slot, static_cast<std::size_t>(winograd_positions * winograd_position_stride(rows, row_floats)));
+}
+
 /// Tiles of one tile row that winograd_transform_input reads through one buffer: their six input rows,
 /// copied channels last for W channels, take 6 x (4 x 12 + 2) x W floats (19 KiB at W = 16), in L1.
 inline constexpr std::int64_t winograd_row_chunk_tiles = 12;
@@ -445,10 +451,8 @@ inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_
       // Kept filters stream from memory however they are grouped: one group.
       const std::int64_t group = filters.weight != nullptr ? winograd_group_panels(c) : p1 - p0;
       const std::int64_t width = std::min(group, p1 - p0) * gemm_nr;
-      float* const v = scratch(scratch_slot::winograd_input,
-                               static_cast<std::size_t>(winograd_positions * winograd_position_stride(tiles, cp)));
-      float* const y = scratch(scratch_slot::winograd_products,
-                               static_cast<std::size_t>(winograd_positions * winograd_position_stride(tiles, width)));
+      float* const v = winograd_positions_scratch(scratch_slot::winograd_input, tiles, cp);
+      float* const y = winograd_positions_scratch(scratch_slot::winograd_products, tiles, width);
       float* const u = filters.weight == nullptr
                            ? nullptr
                            : scratch(scratch_slot::winograd_filters,
@@ -482,15 +486,14 @@ inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_
   };
   // With several threads, each transforms per-call filters into its own U in the blocks' region.
   const bool own_filters = filters.weight != nullptr && workers > 1;
-  const float* const shared_u = filters.weight == nullptr ? filters.kept : own_filters ? nullptr : transformed_filters();
+  const float* shared_u = filters.kept;
+  if (filters.weight != nullptr && !own_filters) shared_u = transformed_filters();
   const auto first_tile = [&](std::int64_t b) { return std::min(tiles, panels * b / blocks * gemm_mr); };
   const auto run_blocks = [&](std::int64_t lo, std::int64_t hi) {
     const float* const u = own_filters ? transformed_filters() : shared_u;
     const std::int64_t rows = std::min(tiles, (panels + blocks - 1) / blocks * gemm_mr);
-    float* const v = scratch(scratch_slot::winograd_input,
-                             static_cast<std::size_t>(winograd_positions * winograd_position_stride(rows, cp)));
-    float* const y = scratch(scratch_slot::winograd_products,
-                             static_cast<std::size_t>(winograd_positions * winograd_position_stride(rows, kp)));
+    float* const v = winograd_positions_scratch(scratch_slot::winograd_input, rows, cp);
+    float* const y = winograd_positions_scratch(scratch_slot::winograd_products, rows, kp);
     for (std::int64_t b = lo; b < hi; ++b) {
       const std::int64_t t0 = first_tile(b), t1 = first_tile(b + 1);
       winograd_transform_input(tl, c, input, t0, t1, v);
