@@ -45,8 +45,23 @@ void BM_gemm(benchmark::State& state, gemm_shape s) {
   tracemod::bench::report_flops(state, 2.0 * static_cast<double>(s.m * s.n * s.k), state.range(0));
 }
 
+/// The same product at 1 and 2 threads alternated (tracemod::bench::run_scaling).
+void BM_gemm_scaling(benchmark::State& state, gemm_shape s) {
+  const auto a = random_floats(s.m * s.k, 1);
+  const auto b = random_floats(s.k * s.n, 2);
+  std::vector<float> c(static_cast<std::size_t>(s.m * s.n));
+  const std::int64_t lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
+  tracemod::bench::run_scaling(state, [&] {
+    kern::gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  });
+}
+
 }  // namespace
 
+BENCHMARK_CAPTURE(BM_gemm_scaling, square_512, gemm_shape{false, false, 512, 512, 512})
+    ->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(tracemod::bench::min_time(2.0));
 BENCHMARK_CAPTURE(BM_gemm, square_512, gemm_shape{false, false, 512, 512, 512})
     ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
 // nn.Linear: batch 64 times weights [1000, 512], used transposed.

@@ -6,6 +6,8 @@
 //   BM_resnet18_forward/batch/threads  net(x) (counter images_per_s)
 //   BM_resnet18_conv_linear_sum        every conv/linear call of one forward, back to back
 //   BM_resnet18_conv/<i>/threads       one distinct conv shape (counter: occurrences per forward)
+//   BM_resnet18_conv_scaling/<i>       the same shape at 1 and 2 threads in alternation (counter
+//                                      speedup: the 1-thread median over the 2-thread median)
 #include "smoke.hpp"
 
 #include <machine_limits.hpp>
@@ -146,6 +148,25 @@ BENCHMARK(BM_resnet18_conv)
     ->ArgNames({"conv", "threads"})
     ->ArgsProduct({benchmark::CreateDenseRange(0, 10, 1), {1, 2}})
     ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+/// One conv shape at 1 and 2 threads alternated (tracemod::bench::run_scaling): the ratio of the
+/// two with less of the machine's drift in it than BM_resnet18_conv's separate runs.
+void BM_resnet18_conv_scaling(benchmark::State& state) {
+  resnet_fixture& f = fixture();
+  const conv_call& c = f.convs.at(static_cast<std::size_t>(state.range(0)));
+  const tmod::Tensor in = tmod::randn(c.input, 3);
+  tracemod::bench::run_scaling(state, [&] {
+    benchmark::DoNotOptimize(F::conv2d(in, c.conv->weight, tmod::none, c.conv->conv_params()));
+  });
+  state.SetLabel("in " + c.input.to_string() + " w " + c.conv->weight.shape().to_string() + " stride " +
+                 std::to_string(c.conv->stride.h));
+}
+BENCHMARK(BM_resnet18_conv_scaling)
+    ->ArgName("conv")
+    ->DenseRange(0, 10, 1)
+    ->MinTime(tracemod::bench::min_time(2.0))
+    ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
