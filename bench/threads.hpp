@@ -5,12 +5,11 @@
 
 #include <tracemod/core/parallel.hpp>
 
+#include <alternated.hpp>
+
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <vector>
 
 namespace tracemod::bench {
 
@@ -47,50 +46,36 @@ inline void sizes_over_threads(benchmark::internal::Benchmark* b, std::initializ
 /// Calls per block of run_scaling.
 inline constexpr int scaling_block_calls = 16;
 
-/// The body of a benchmark of `call` at 1 and at 2 threads, alternated: each iteration runs a block
-/// of scaling_block_calls calls at one thread, then a block at two, and times each call but a
-/// block's first (which wakes the second thread and leaves the caches as a call at that count
-/// does). A block is short (a few ms to tens of ms), so the load of a shared machine, which drifts
-/// within seconds and moves a ratio taken between separate runs at 1 and 2 threads by up to 0.07,
-/// reaches both counts alike; it is long enough that each count runs in its steady state, as
-/// between a network's layers (alternating single calls measured 2-thread calls up to 20 % slower:
-/// the idle second core had to be woken and refilled each time). Counters: the medians of the
-/// timed calls (ms_1t, ms_2t), speedup = ms_1t / ms_2t, and the same from the fastest calls
-/// (min_1t, min_2t, speedup_min: the neighbours' load only ever adds time). The iteration time is
-/// the timed calls' (for ->UseManualTime()).
+/// The body of a benchmark of `call` at 1 and at 2 threads, alternated (run_alternated): blocks of
+/// scaling_block_calls calls at one thread, then at two, each block's first call untimed (it wakes
+/// the second thread). A block is short (a few ms to tens of ms), so the neighbours' load on a
+/// shared machine, which drifts within seconds and moves a ratio taken between separate runs at 1
+/// and 2 threads by up to 0.07, reaches both counts alike; it is long enough that each count runs
+/// in its steady state, as between a network's layers (alternating single calls, with one untimed
+/// call before each, measured 2-thread calls 15-40 % slower than in a run of them: the second
+/// core, idle during the 1-thread calls, had to be woken and refilled each time). Counters: the
+/// medians of the timed calls (ms_1t, ms_2t), speedup = ms_1t / ms_2t, and the same from the
+/// fastest calls (min_1t, min_2t, speedup_min).
 template <class Call>
-void run_scaling(benchmark::State& state, Call&& call) {
+void run_scaling(benchmark::State& state, Call&& call, int block_calls = scaling_block_calls) {
   const int before = get_num_threads();
-  std::vector<double> one, two;
-  // Times in ms of a block's calls after the first, appended to `times`; returns their sum in seconds.
-  const auto block = [&](int threads, std::vector<double>& times) {
-    set_num_threads(threads);
-    double seconds = 0;
-    for (int i = 0; i < scaling_block_calls; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      call();
-      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-      if (i == 0) continue;
-      times.push_back(elapsed.count() * 1e3);
-      seconds += elapsed.count();
-    }
-    return seconds;
-  };
-  for (auto _ : state) state.SetIterationTime(block(1, one) + block(2, two));
+  const alternated_times t = run_alternated(
+      state, block_calls,
+      [&] {
+        set_num_threads(1);
+        call();
+      },
+      [&] {
+        set_num_threads(2);
+        call();
+      });
   set_num_threads(before);
-  const auto median = [](std::vector<double>& times) {
-    const auto mid = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2);
-    std::nth_element(times.begin(), mid, times.end());
-    return *mid;
-  };
-  const double ms_1t = median(one), ms_2t = median(two);
-  const double min_1t = *std::min_element(one.begin(), one.end()), min_2t = *std::min_element(two.begin(), two.end());
-  state.counters["ms_1t"] = ms_1t;
-  state.counters["ms_2t"] = ms_2t;
-  state.counters["speedup"] = ms_1t / ms_2t;
-  state.counters["min_1t"] = min_1t;
-  state.counters["min_2t"] = min_2t;
-  state.counters["speedup_min"] = min_1t / min_2t;
+  state.counters["ms_1t"] = t.median_a;
+  state.counters["ms_2t"] = t.median_b;
+  state.counters["speedup"] = t.median_a / t.median_b;
+  state.counters["min_1t"] = t.min_a;
+  state.counters["min_2t"] = t.min_b;
+  state.counters["speedup_min"] = t.min_a / t.min_b;
 }
 
 }  // namespace tracemod::bench

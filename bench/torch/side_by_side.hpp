@@ -9,7 +9,12 @@
 //                         tmod::optimize), when given
 //   NAME/torch_traced     the TorchScript module as traced (libtorch's eager kernels)
 //   NAME/torch_best       torch::jit::freeze + torch::jit::optimize_for_inference of it
-// with counters images_per_s and max_abs_diff (the batch-1 output against the one PyTorch saved).
+// with counters images_per_s and max_abs_diff (the batch-1 output against the one PyTorch saved),
+// and, with make_optimized, two ratios timed alternated in one benchmark (alternated.hpp: blocks of
+// forwards of one, then of the other, so the neighbours' load reaches both alike), at batch 1:
+//   NAME/tracemod_vs_torch_best/threads  tracemod_optimized against torch_best (counters ms_tracemod,
+//                         ms_torch, ratio = ms_tracemod / ms_torch, the medians)
+//   NAME/tracemod_scaling tracemod_optimized at 1 and at 2 threads (run_scaling's counters)
 // A missing export does not fail the run: each benchmark is skipped with the command that makes it.
 #pragma once
 
@@ -20,6 +25,9 @@
 #include <tracemod/nn/state_dict.hpp>
 #include <tracemod/passes.hpp>
 #include <tracemod/traced_module.hpp>
+
+#include <alternated.hpp>
+#include <threads.hpp>
 
 #include <benchmark/benchmark.h>
 #include <ATen/Parallel.h>
@@ -191,6 +199,42 @@ inline void run_benchmark(benchmark::State& state, const std::string& name, cons
   tmod::set_num_threads(threads_before);
 }
 
+/// Forwards per block of the alternated benchmarks: the first is untimed, so 3 timed of each per
+/// iteration (ResNet-18 at batch 1: about 0.2 s an iteration).
+inline constexpr int model_block_calls = 4;
+
+/// A loaded model and a random batch-1 input for it, as a tracemod tensor and a libtorch view of it.
+struct batch1_run {
+  loaded_model& m;
+  tmod::Tensor x = tmod::randn(m.sample_input.shape(), 11);
+  torch::Tensor tx = as_torch(x);
+};
+
+/// NAME/tracemod_vs_torch_best: tracemod_optimized against torch_best at state.range(0) threads,
+/// batch 1, alternated.
+inline void run_against_torch(benchmark::State& state, loaded_model& m) {
+  const int threads_before = tmod::get_num_threads();
+  const auto threads = static_cast<int>(state.range(0));
+  tmod::set_num_threads(threads);
+  at::set_num_threads(threads);
+  torch::NoGradGuard no_grad;
+  batch1_run r{m};
+  const alternated_times t = run_alternated(
+      state, model_block_calls, [&] { run_once(m, runner::tracemod_optimized, r.x, r.tx); },
+      [&] { run_once(m, runner::torch_best, r.x, r.tx); });
+  state.counters["ms_tracemod"] = t.median_a;
+  state.counters["ms_torch"] = t.median_b;
+  state.counters["ratio"] = t.median_a / t.median_b;
+  tmod::set_num_threads(threads_before);
+}
+
+/// NAME/tracemod_scaling: tracemod_optimized at 1 and at 2 threads, batch 1, alternated.
+inline void run_tracemod_scaling(benchmark::State& state, loaded_model& m) {
+  torch::NoGradGuard no_grad;
+  batch1_run r{m};
+  run_scaling(state, [&] { run_once(m, runner::tracemod_optimized, r.x, r.tx); }, model_block_calls);
+}
+
 /// Registers NAME/{tracemod_eager, tracemod_optimized (with make_optimized), torch_traced, torch_best}
 /// at threads {1, 2} x batch {1, 8}.
 inline void register_side_by_side(const std::string& name, tracemod_factory make, tracemod_factory make_optimized = {}) {
@@ -213,6 +257,28 @@ inline void register_side_by_side(const std::string& name, tracemod_factory make
         ->UseRealTime()
         ->MinTime(0.5);
   }
+  if (!make_optimized) return;
+  const auto alternated = [name, make, make_optimized](void (*body)(benchmark::State&, loaded_model&)) {
+    return [name, make, make_optimized, body](benchmark::State& s) {
+      loaded_model& m = load_model(name, make, make_optimized);
+      if (!m.present) {
+        s.SkipWithError(how_to_export().c_str());
+        return;
+      }
+      body(s, m);
+    };
+  };
+  benchmark::RegisterBenchmark((name + "/tracemod_vs_torch_best").c_str(), alternated(run_against_torch))
+      ->ArgName("threads")
+      ->Arg(1)
+      ->Arg(2)
+      ->Unit(benchmark::kMillisecond)
+      ->UseManualTime()
+      ->MinTime(3.0);
+  benchmark::RegisterBenchmark((name + "/tracemod_scaling").c_str(), alternated(run_tracemod_scaling))
+      ->Unit(benchmark::kMillisecond)
+      ->UseManualTime()
+      ->MinTime(3.0);
 }
 
 }  // namespace tracemod::bench::torch_side
