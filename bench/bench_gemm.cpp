@@ -30,32 +30,31 @@ std::vector<float> random_floats(std::int64_t n, unsigned seed) {
   return v;
 }
 
-// C[M,N] = op(A) op(B), every operand a dense row-major buffer.
-void BM_gemm(benchmark::State& state, gemm_shape s) {
-  const tracemod::bench::scoped_threads threads(state, 0);
-  const auto a = random_floats(s.m * s.k, 1);
-  const auto b = random_floats(s.k * s.n, 2);
-  std::vector<float> c(static_cast<std::size_t>(s.m * s.n));
-  const std::int64_t lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
-  for (auto _ : state) {
-    kern::gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
+/// C[M,N] = op(A) op(B), every operand a dense row-major buffer of random values.
+struct gemm_operands {
+  gemm_shape s;
+  std::vector<float> a = random_floats(s.m * s.k, 1), b = random_floats(s.k * s.n, 2);
+  std::vector<float> c = std::vector<float>(static_cast<std::size_t>(s.m * s.n));
+
+  void run() {
+    kern::gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), s.trans_a ? s.m : s.k, b.data(),
+               s.trans_b ? s.k : s.n, 0.0f, c.data(), s.n);
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
+};
+
+void BM_gemm(benchmark::State& state, gemm_shape s) {
+  const tracemod::bench::scoped_threads threads(state, 0);
+  gemm_operands g{s};
+  for (auto _ : state) g.run();
   tracemod::bench::report_flops(state, 2.0 * static_cast<double>(s.m * s.n * s.k), state.range(0));
 }
 
 /// The same product at 1 and 2 threads alternated (tracemod::bench::run_scaling).
 void BM_gemm_scaling(benchmark::State& state, gemm_shape s) {
-  const auto a = random_floats(s.m * s.k, 1);
-  const auto b = random_floats(s.k * s.n, 2);
-  std::vector<float> c(static_cast<std::size_t>(s.m * s.n));
-  const std::int64_t lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
-  tracemod::bench::run_scaling(state, [&] {
-    kern::gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
-    benchmark::DoNotOptimize(c.data());
-    benchmark::ClobberMemory();
-  });
+  gemm_operands g{s};
+  tracemod::bench::run_scaling(state, [&g] { g.run(); });
 }
 
 }  // namespace

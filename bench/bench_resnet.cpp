@@ -80,6 +80,12 @@ struct resnet_fixture {
   }
 };
 
+/// What a conv benchmark's label shows: its input, weight and stride.
+std::string label(const conv_call& c) {
+  return "in " + c.input.to_string() + " w " + c.conv->weight.shape().to_string() + " stride " +
+         std::to_string(c.conv->stride.h);
+}
+
 resnet_fixture& fixture() {
   static resnet_fixture f;
   return f;
@@ -140,8 +146,7 @@ void BM_resnet18_conv(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(F::conv2d(in, c.conv->weight, tmod::none, c.conv->conv_params()));
   tracemod::bench::report_flops(state, resnet_fixture::conv_flops(c), state.range(1));
   state.counters["occurrences"] = c.occurrences;
-  state.SetLabel("in " + c.input.to_string() + " w " + c.conv->weight.shape().to_string() + " stride " +
-                 std::to_string(c.conv->stride.h));
+  state.SetLabel(label(c));
 }
 // ResNet-18 has 11 distinct conv shapes.
 BENCHMARK(BM_resnet18_conv)
@@ -159,8 +164,7 @@ void BM_resnet18_conv_scaling(benchmark::State& state) {
   tracemod::bench::run_scaling(state, [&] {
     benchmark::DoNotOptimize(F::conv2d(in, c.conv->weight, tmod::none, c.conv->conv_params()));
   });
-  state.SetLabel("in " + c.input.to_string() + " w " + c.conv->weight.shape().to_string() + " stride " +
-                 std::to_string(c.conv->stride.h));
+  state.SetLabel(label(c));
 }
 BENCHMARK(BM_resnet18_conv_scaling)
     ->ArgName("conv")
