@@ -1,5 +1,6 @@
 // conv2d throughput (batch 1, resnet18 shapes) at 1 and 2 threads, against the FMA peak of the cores
 // used, measured in the same run.
+#include "alternated.hpp"
 #include "machine_limits.hpp"
 #include "smoke.hpp"
 #include "threads.hpp"
@@ -10,6 +11,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace tmod_bench_conv2d {
@@ -66,9 +68,9 @@ void BM_conv2d_winograd_prepacked(benchmark::State& state, kern::conv2d_geometry
 void BM_winograd_filter_transform(benchmark::State& state, std::int64_t channels) {
   const tracemod::bench::scoped_threads threads(state, 0);
   const auto weight = random_floats(channels * channels * 9, 2);
-  kern::aligned_floats filters(static_cast<std::size_t>(kern::detail::winograd_filters_size(channels, channels)));
+  kern::aligned_floats filters(static_cast<std::size_t>(kern::detail::winograd_filters_size(4, channels, channels)));
   for (auto _ : state) {
-    kern::detail::winograd_transform_filters(channels, channels, weight.data(), filters.data());
+    kern::detail::winograd_transform_filters<4>(channels, channels, weight.data(), filters.data());
     benchmark::DoNotOptimize(filters.data());
     benchmark::ClobberMemory();
   }
@@ -92,6 +94,70 @@ void BM_conv2d_depthwise(benchmark::State& state, kern::conv2d_geometry g) {
   }
   tracemod::bench::report_bytes(state, 4.0 * static_cast<double>(g.n * (g.c * g.h * g.w + g.k * out_plane)));
   tracemod::bench::report_flops(state, 2.0 * static_cast<double>(g.n * g.k * out_plane * g.r * g.s));
+}
+
+// Operands of one convolution for the alternated benchmarks below.
+struct conv_operands {
+  kern::conv2d_geometry g;
+  std::vector<float> input, weight, bias, out;
+
+  explicit conv_operands(const kern::conv2d_geometry& geometry)
+      : g(geometry), input(random_floats(g.n * g.c * g.h * g.w, 1)), weight(random_floats(g.k * g.c * 9, 2)),
+        bias(random_floats(g.k, 3)), out(static_cast<std::size_t>(g.n * g.k * g.out_h() * g.out_w())) {}
+};
+
+// The Winograd bar of issue 12: direct convolution (the im2col GEMM) and Winograd with its filters
+// transformed once (conv2d_winograd_filters, as a network's constant weights keep them), one thread,
+// alternated in blocks of 16 calls (tracemod::bench::run_alternated) so that the machine's drift
+// reaches both alike. Counters: medians of the timed calls (ms_direct, ms_winograd), speedup =
+// ms_direct / ms_winograd, and the same from the fastest calls; the label says which F(m x m, 3x3).
+void BM_winograd_over_direct(benchmark::State& state, kern::conv2d_geometry g) {
+  const int before = tracemod::get_num_threads();
+  tracemod::set_num_threads(1);
+  conv_operands o(g);
+  const kern::aligned_floats filters = kern::conv2d_winograd_filters(g, o.weight.data());
+  const tracemod::bench::alternated_times t = tracemod::bench::run_alternated(
+      state, 16,
+      [&] {
+        kern::conv2d(g, o.input.data(), o.weight.data(), o.bias.data(), o.out.data(), kern::conv2d_algorithm::direct);
+        benchmark::DoNotOptimize(o.out.data());
+      },
+      [&] {
+        kern::conv2d_winograd(g, o.input.data(), filters.data(), o.bias.data(), o.out.data());
+        benchmark::DoNotOptimize(o.out.data());
+      });
+  tracemod::set_num_threads(before);
+  state.counters["ms_direct"] = t.median_a;
+  state.counters["ms_winograd"] = t.median_b;
+  state.counters["speedup"] = t.median_a / t.median_b;
+  state.counters["speedup_min"] = t.min_a / t.min_b;
+  const std::int64_t m = kern::conv2d_winograd_tile(g);
+  state.SetLabel("F(" + std::to_string(m) + "x" + std::to_string(m) + ", 3x3)");
+}
+
+// What the tile-size rule (conv2d_winograd_tile) rests on: F(4x4, 3x3) against F(2x2, 3x3), both with
+// filters transformed once, one thread, alternated as above. Counters: ms_f4, ms_f2 and
+// f2_speedup = ms_f4 / ms_f2 (above 1 where F(2x2) is faster).
+void BM_winograd_tile_sizes(benchmark::State& state, kern::conv2d_geometry g) {
+  const int before = tracemod::get_num_threads();
+  tracemod::set_num_threads(1);
+  conv_operands o(g);
+  const auto run = [&](std::int64_t m) {
+    kern::aligned_floats filters(static_cast<std::size_t>(kern::detail::winograd_filters_size(m, g.k, g.c)));
+    kern::detail::winograd_transform_filters(m, g.k, g.c, o.weight.data(), filters.data());
+    return [&o, m, filters = std::move(filters)] {
+      const kern::conv2d_geometry& c = o.g;
+      const kern::detail::winograd_tiling tl{c.n, c.h, c.w, c.pad_h, c.pad_w, c.out_h(), c.out_w(), m};
+      kern::detail::conv_winograd(tl, c.c, c.k, o.input.data(), {.kept = filters.data()}, o.bias.data(),
+                                  o.out.data());
+      benchmark::DoNotOptimize(o.out.data());
+    };
+  };
+  const tracemod::bench::alternated_times t = tracemod::bench::run_alternated(state, 16, run(4), run(2));
+  tracemod::set_num_threads(before);
+  state.counters["ms_f4"] = t.median_a;
+  state.counters["ms_f2"] = t.median_b;
+  state.counters["f2_speedup"] = t.median_a / t.median_b;
 }
 
 constexpr kern::conv2d_geometry depthwise_3x3(std::int64_t channels, std::int64_t size, std::int64_t stride) {
@@ -131,6 +197,23 @@ TRACEMOD_BENCH_FILTER_TRANSFORM(64);
 TRACEMOD_BENCH_FILTER_TRANSFORM(128);
 TRACEMOD_BENCH_FILTER_TRANSFORM(256);
 TRACEMOD_BENCH_FILTER_TRANSFORM(512);
+// The alternated Winograd benchmarks (BM_winograd_over_direct, BM_winograd_tile_sizes) on geometry
+// {n, c, h, w, k, 3, 3, 1, 1, 1, 1}.
+#define TRACEMOD_BENCH_WINOGRAD_ALTERNATED(FN, NAME, ...)                                       \
+  BENCHMARK_CAPTURE(FN, NAME, kern::conv2d_geometry{__VA_ARGS__})                                  \
+      ->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(tracemod::bench::min_time(1.0))
+TRACEMOD_BENCH_WINOGRAD_ALTERNATED(BM_winograd_over_direct, resnet18_3x3_64_56x56, 1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1);
+TRACEMOD_BENCH_WINOGRAD_ALTERNATED(BM_winograd_over_direct, resnet18_3x3_128_28x28, 1, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1);
+TRACEMOD_BENCH_WINOGRAD_ALTERNATED(BM_winograd_over_direct, resnet18_3x3_256_14x14, 1, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1);
+TRACEMOD_BENCH_WINOGRAD_ALTERNATED(BM_winograd_over_direct, resnet18_3x3_512_7x7, 1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1);
+TRACEMOD_BENCH_WINOGRAD_ALTERNATED(BM_winograd_over_direct, resnet18_3x3_512_7x7_batch8, 8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1);
+TRACEMOD_BENCH_WINOGRAD_ALTERNATED(BM_winograd_tile_sizes, resnet18_3x3_512_7x7, 1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1);
+TRACEMOD_BENCH_WINOGRAD_ALTERNATED(BM_winograd_tile_sizes, resnet18_3x3_512_7x7_batch2, 2, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1);
+TRACEMOD_BENCH_WINOGRAD_ALTERNATED(BM_winograd_tile_sizes, resnet18_3x3_512_7x7_batch4, 4, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1);
+TRACEMOD_BENCH_WINOGRAD_ALTERNATED(BM_winograd_tile_sizes, resnet18_3x3_256_14x14, 1, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1);
+TRACEMOD_BENCH_WINOGRAD_ALTERNATED(BM_winograd_tile_sizes, c256_7x7, 1, 256, 7, 7, 256, 3, 3, 1, 1, 1, 1);
+TRACEMOD_BENCH_WINOGRAD_ALTERNATED(BM_winograd_tile_sizes, c320_7x7, 1, 320, 7, 7, 320, 3, 3, 1, 1, 1, 1);
+TRACEMOD_BENCH_WINOGRAD_ALTERNATED(BM_winograd_tile_sizes, c384_7x7, 1, 384, 7, 7, 384, 3, 3, 1, 1, 1, 1);
 // The batch-8 shapes: more tiles per filter transform.
 BENCHMARK_CAPTURE(BM_conv2d, resnet18_3x3_512_7x7_batch8_direct,
                   kern::conv2d_geometry{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1}, kern::conv2d_algorithm::direct)

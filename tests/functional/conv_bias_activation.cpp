@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -37,6 +38,25 @@ TEST_CASE("functional: conv_bias_activation has the bits of conv2d, add and relu
   CHECK(same_bits(F::conv_bias_activation(x, w, tmod::none, tmod::none, {.stride = 2, .padding = 1, .groups = 2}),
                   F::conv2d(x, w, tmod::none, conv)));
   CHECK(same_bits(F::conv_bias_activation(x, w, b, {.stride = 2, .padding = 1, .groups = 2}), plain));
+}
+
+// A read-only weight keeps its Winograd filters (Tensor::derived), one set per tile size: the 7x7
+// plane runs F(2x2, 3x3) at batch 1 and F(4x4, 3x3) at batch 4 (kernels::conv2d_winograd_tile), so
+// filters kept for one and read by the other would be the wrong transform, and too short.
+TEST_CASE("functional: a read-only weight keeps Winograd filters per tile size, F(2x2) and F(4x4) alike") {
+  Tensor w = tmod::randn({512, 512, 3, 3}, 5) * 0.02f;
+  const Tensor writable = w.clone();
+  w.make_read_only();
+  const F::conv2d_fn::params p{.stride = 1, .padding = 1};
+  // Winograd forced, so the writable weight's calls (filters transformed per call) run it too.
+  tracemod::kernels::set_conv2d_algorithm(tracemod::kernels::conv2d_algorithm::winograd);
+  for (const std::int64_t n : {1, 4, 1}) {
+    CAPTURE(n);
+    const Tensor x = tmod::randn({n, 512, 7, 7}, static_cast<std::uint64_t>(6 + n));
+    CHECK(same_bits(F::conv_bias_activation(x, w, tmod::none, tmod::none, {.stride = 1, .padding = 1}),
+                    F::conv2d(x, writable, tmod::none, p)));
+  }
+  tracemod::kernels::set_conv2d_algorithm(tracemod::kernels::conv2d_algorithm::automatic);
 }
 
 TEST_CASE("functional: conv_bias_activation rejects a bad z, mode or operand with the op's name") {

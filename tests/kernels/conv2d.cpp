@@ -42,11 +42,11 @@ std::vector<float> absolute(std::vector<float> v) {
 
 // conv2d against conv2d_reference; the tolerance of each output scales with the sum of the absolute
 // products that make it up (the reference run on |input|, |weight|, |bias|).
-void check_conv(const kern::conv2d_geometry& g, bool with_bias,
-                kern::conv2d_algorithm algorithm = kern::conv2d_algorithm::automatic, float tolerance = 1e-5f) {
+// `run(input, weight, bias, out)` (bias null without one) against conv2d_reference.
+template <class Run>
+void check_against_reference(const kern::conv2d_geometry& g, bool with_bias, float tolerance, const Run& run) {
   CAPTURE(describe(g));
   CAPTURE(with_bias);
-  CAPTURE(static_cast<int>(algorithm));
   std::mt19937 gen(static_cast<unsigned>(g.c * 131 + g.k * 17 + g.h * 7 + g.r + g.groups));
   const std::int64_t out_size = g.n * g.k * g.out_h() * g.out_w();
   const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);
@@ -57,8 +57,7 @@ void check_conv(const kern::conv2d_geometry& g, bool with_bias,
   std::vector<float> magnitude(static_cast<std::size_t>(out_size));
   const auto abs_input = absolute(input), abs_weight = absolute(weight), abs_bias = absolute(bias);
 
-  kern::conv2d(g, input.data() + 1, weight.data() + 1, with_bias ? bias.data() + 1 : nullptr, out.data() + 1,
-               algorithm);
+  run(input.data() + 1, weight.data() + 1, with_bias ? bias.data() + 1 : nullptr, out.data() + 1);
   kern::conv2d_reference(g, input.data() + 1, weight.data() + 1, with_bias ? bias.data() + 1 : nullptr,
                          expected.data());
   kern::conv2d_reference(g, abs_input.data() + 1, abs_weight.data() + 1, with_bias ? abs_bias.data() + 1 : nullptr,
@@ -76,9 +75,40 @@ void check_conv(const kern::conv2d_geometry& g, bool with_bias,
   CHECK(out.back() == sentinel);
 }
 
+void check_conv(const kern::conv2d_geometry& g, bool with_bias,
+                kern::conv2d_algorithm algorithm = kern::conv2d_algorithm::automatic, float tolerance = 1e-5f) {
+  CAPTURE(static_cast<int>(algorithm));
+  check_against_reference(g, with_bias, tolerance, [&](const float* input, const float* weight, const float* bias, float* out) {
+    kern::conv2d(g, input, weight, bias, out, algorithm);
+  });
+}
+
+// Winograd F(m x m, 3x3) by the tiling given (not conv2d_winograd_tile's choice), its filters
+// transformed on the call or beforehand (kept).
+void winograd_with_tile(const kern::conv2d_geometry& g, std::int64_t m, bool kept, const float* input,
+                        const float* weight, const float* bias, float* out) {
+  const kern::detail::winograd_tiling tl{g.n, g.h, g.w, g.pad_h, g.pad_w, g.out_h(), g.out_w(), m};
+  if (!kept) {
+    kern::detail::conv_winograd(tl, g.c, g.k, input, {.weight = weight}, bias, out);
+    return;
+  }
+  kern::aligned_floats filters(static_cast<std::size_t>(kern::detail::winograd_filters_size(m, g.k, g.c)));
+  kern::detail::winograd_transform_filters(m, g.k, g.c, weight, filters.data());
+  kern::detail::conv_winograd(tl, g.c, g.k, input, {.kept = filters.data()}, bias, out);
+}
+
 kern::conv2d_geometry geometry(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k,
                                std::int64_t r, std::int64_t s) {
   return {n, c, h, w, k, r, s};
+}
+
+// A 3x3 stride-1 convolution (Winograd's) with the padding given.
+kern::conv2d_geometry geometry_3x3(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k,
+                                   std::int64_t pad_h, std::int64_t pad_w) {
+  auto g = geometry(n, c, h, w, k, 3, 3);
+  g.pad_h = pad_h;
+  g.pad_w = pad_w;
+  return g;
 }
 
 }  // namespace
@@ -413,12 +443,7 @@ TEST_CASE("conv2d: few input channels run the direct kernel at strides 1 to 3, p
 TEST_CASE("conv2d: Winograd on 3x3 stride-1 convolutions") {
   std::vector<kern::conv2d_geometry> cases;
   const auto add = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k,
-                       std::int64_t pad_h, std::int64_t pad_w) {
-    auto g = geometry(n, c, h, w, k, 3, 3);
-    g.pad_h = pad_h;
-    g.pad_w = pad_w;
-    cases.push_back(g);
-  };
+                       std::int64_t pad_h, std::int64_t pad_w) { cases.push_back(geometry_3x3(n, c, h, w, k, pad_h, pad_w)); };
   add(1, 1, 3, 3, 1, 0, 0);    // one output, one partial tile
   add(1, 3, 8, 8, 4, 1, 1);    // whole tiles
   add(2, 5, 9, 11, 7, 1, 1);   // partial tiles on both edges, tiles across images in one vector
@@ -431,6 +456,109 @@ TEST_CASE("conv2d: Winograd on 3x3 stride-1 convolutions") {
     check_conv(g, true, kern::conv2d_algorithm::winograd, 1e-5f);
     check_conv(g, false, kern::conv2d_algorithm::winograd, 1e-5f);
   }
+}
+
+// F(2x2, 3x3), which conv2d takes only for few tiles and large filters (conv2d_winograd_tile), forced on
+// the shapes above and on those of its own paths: products streamed panel by panel up to 16 tiles
+// (one k block) and gemm_blocked past 16 tiles or one k block; conv_winograd by tile blocks and by
+// panel groups (filters past half of L2, input within it). Filters transformed per call and kept.
+TEST_CASE("conv2d: Winograd F(2x2, 3x3) on 3x3 stride-1 convolutions, per call and with kept filters") {
+  std::vector<kern::conv2d_geometry> cases;
+  const auto add = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k,
+                       std::int64_t pad_h, std::int64_t pad_w) { cases.push_back(geometry_3x3(n, c, h, w, k, pad_h, pad_w)); };
+  add(1, 1, 3, 3, 1, 0, 0);      // one output, one partial tile
+  add(1, 3, 8, 8, 4, 1, 1);      // whole tiles, 16 of them: streamed
+  add(2, 5, 9, 11, 7, 1, 1);     // partial tiles on both edges, 72 tiles over two images
+  add(1, 7, 13, 6, 3, 0, 2);     // unpadded rows, doubly padded columns
+  add(1, 96, 7, 7, 80, 1, 1);    // a 7x7 plane: 16 tiles streamed, k past two panels
+  add(1, 1100, 5, 5, 40, 1, 1);  // 9 tiles over more than one k block: gemm_blocked
+  add(1, 128, 7, 7, 160, 1, 1);  // 1.3 MB of filters, 16 tiles: panel groups
+  add(1, 40, 10, 10, 48, 1, 1);  // filters gathered by transposes in whole blocks of W channels, then singly
+  for (const auto& g : cases)
+    for (const bool kept : {false, true}) {
+      CAPTURE(kept);
+      for (const bool with_bias : {false, true})
+        check_against_reference(g, with_bias, 1e-5f, [&](const float* input, const float* weight, const float* bias,
+                                                         float* out) { winograd_with_tile(g, 2, kept, input, weight, bias, out); });
+    }
+}
+
+TEST_CASE("conv2d: Winograd F(2x2, 3x3) results are bit-identical at 1 to 4 threads, kept filters or not") {
+  auto blocks = geometry(2, 24, 13, 15, 20, 3, 3);  // 112 tiles
+  blocks.pad_h = blocks.pad_w = 1;
+  auto streamed = geometry(1, 96, 7, 7, 80, 3, 3);  // 16 tiles
+  streamed.pad_h = streamed.pad_w = 1;
+  auto groups = geometry(1, 128, 7, 7, 160, 3, 3);
+  groups.pad_h = groups.pad_w = 1;
+  const int threads_before = tracemod::get_num_threads();
+  for (const auto& g : {blocks, streamed, groups}) {
+    CAPTURE(describe(g));
+    std::mt19937 gen(13);
+    const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);
+    const auto weight = random_buffer(g.k * g.c * 9, gen);
+    const auto bias = random_buffer(g.k, gen);
+    const auto run = [&](int threads, bool kept) {
+      tracemod::set_num_threads(threads);
+      std::vector<float> out(static_cast<std::size_t>(g.n * g.k * g.out_h() * g.out_w()));
+      winograd_with_tile(g, 2, kept, input.data() + 1, weight.data() + 1, bias.data() + 1, out.data());
+      return out;
+    };
+    const std::vector<float> one = run(1, false);
+    CHECK(run(1, true) == one);
+    for (int threads = 2; threads <= 4; ++threads) {
+      CHECK(run(threads, false) == one);
+      CHECK(run(threads, true) == one);
+    }
+  }
+  tracemod::set_num_threads(threads_before);
+}
+
+// Kept F(4x4) filters past half of L2 (2.4 MB at 64 -> 256 channels, with L2 up to 4 MiB), with a
+// transformed input too large for panel groups (196 tiles, 1.8 MB): one block of tiles per thread.
+TEST_CASE("conv2d_winograd: kept filters past half of L2, one block per thread, bit-identical at 1 to 4 threads") {
+  const auto g = geometry_3x3(1, 64, 56, 56, 256, 1, 1);
+  std::mt19937 gen(17);
+  const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);
+  const auto weight = random_buffer(g.k * g.c * 9, gen);
+  const auto bias = random_buffer(g.k, gen);
+  const kern::aligned_floats filters = kern::conv2d_winograd_filters(g, weight.data() + 1);
+  const int threads_before = tracemod::get_num_threads();
+  const auto run = [&](int threads, bool kept) {
+    tracemod::set_num_threads(threads);
+    std::vector<float> out(static_cast<std::size_t>(g.n * g.k * g.out_h() * g.out_w()));
+    if (kept)
+      kern::conv2d_winograd(g, input.data() + 1, filters.data(), bias.data() + 1, out.data());
+    else
+      kern::conv2d(g, input.data() + 1, weight.data() + 1, bias.data() + 1, out.data(), kern::conv2d_algorithm::winograd);
+    return out;
+  };
+  const std::vector<float> one = run(1, false);
+  for (int threads = 1; threads <= 4; ++threads) CHECK(run(threads, true) == one);
+  tracemod::set_num_threads(2);
+  check_against_reference(g, true, 1e-5f, [&](const float* x, const float* w, const float* b, float* out) {
+    const kern::aligned_floats kept = kern::conv2d_winograd_filters(g, w);
+    kern::conv2d_winograd(g, x, kept.data(), b, out);
+  });
+  tracemod::set_num_threads(threads_before);
+}
+
+TEST_CASE("conv2d_winograd_tile: F(2x2) where F(4x4) has fewer tiles than a register tile's rows and large filters") {
+  const auto square = [](std::int64_t n, std::int64_t channels, std::int64_t size) {
+    return geometry_3x3(n, channels, size, size, channels, 1, 1);
+  };
+  // The rule's two sides, each from its measurement (docs/kernels.md): F(4x4)'s 4 tiles with 37.7 MB
+  // of filters (512 channels) against 9.4 MB (256); 8 tiles at batch 2.
+  CHECK(kern::conv2d_winograd_tile(square(1, 512, 7)) == 2);
+  CHECK(kern::conv2d_winograd_tile(square(1, 384, 7)) == 2);
+  CHECK(kern::conv2d_winograd_tile(square(1, 256, 7)) == 4);
+  CHECK(kern::conv2d_winograd_tile(square(2, 512, 7)) == 4);
+  CHECK(kern::conv2d_winograd_tile(square(1, 512, 14)) == 4);
+  // The filters conv2d_winograd_filters makes follow it: 16 positions for F(2x2), 36 for F(4x4).
+  std::vector<float> weight(static_cast<std::size_t>(384 * 384 * 9), 0.5f);
+  CHECK(kern::conv2d_winograd_filters(square(1, 384, 7), weight.data()).size() ==
+        static_cast<std::size_t>(kern::detail::winograd_filters_size(2, 384, 384)));
+  CHECK(kern::conv2d_winograd_filters(square(2, 384, 7), weight.data()).size() ==
+        static_cast<std::size_t>(kern::detail::winograd_filters_size(4, 384, 384)));
 }
 
 TEST_CASE("conv2d: pre-transformed Winograd filters give the same result as transforming per call") {

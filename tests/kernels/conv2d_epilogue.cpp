@@ -259,14 +259,15 @@ TEST_CASE("conv2d_prefers_winograd_filters: from 16 tiles, 3x3 stride 1 only, an
   CHECK(kern::conv2d_prefers_winograd_filters(square(64, 56)));  // 196 tiles
   CHECK(kern::conv2d_prefers_winograd_filters(square(256, 14)));  // 16
   CHECK_FALSE(kern::conv2d_prefers_winograd_filters(square(256, 12)));  // 9
-  CHECK_FALSE(kern::conv2d_prefers_winograd_filters(square(512, 7)));  // 4
+  CHECK_FALSE(kern::conv2d_prefers_winograd_filters(square(256, 7)));  // 4
+  CHECK(kern::conv2d_prefers_winograd_filters(square(512, 7)));  // 16 of F(2x2) (conv2d_winograd_tile)
   kern::conv2d_geometry strided = square(64, 56);
   strided.stride_h = strided.stride_w = 2;
   CHECK_FALSE(kern::conv2d_prefers_winograd_filters(strided));
   kern::set_conv2d_algorithm(kern::conv2d_algorithm::direct);
   CHECK_FALSE(kern::conv2d_prefers_winograd_filters(square(64, 56)));
   kern::set_conv2d_algorithm(kern::conv2d_algorithm::winograd);
-  CHECK(kern::conv2d_prefers_winograd_filters(square(512, 7)));
+  CHECK(kern::conv2d_prefers_winograd_filters(square(256, 7)));
   kern::set_conv2d_algorithm(kern::conv2d_algorithm::automatic);
 }
 

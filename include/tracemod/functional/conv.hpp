@@ -198,7 +198,11 @@ struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
   /// transformed on the first call, when the kernel would run Winograd with them; null otherwise.
   static std::shared_ptr<const kernels::aligned_floats> winograd_filters(const kernels::conv2d_geometry& g, const Tensor& w) {
     if (!w.read_only() || !kernels::conv2d_prefers_winograd_filters(g)) return nullptr;
-    return w.derived<kernels::aligned_floats>(derived_key::of<winograd_filters_tag>(w.shape()),
+    // Keyed on the tile size as well: one weight can run at batch 1 (F(2x2) on 7x7 planes) and batch 8.
+    const auto& s = w.shape();
+    const derived_key key =
+        derived_key::of<winograd_filters_tag>({s[0], s[1], s[2], s[3], kernels::conv2d_winograd_tile(g)});
+    return w.derived<kernels::aligned_floats>(key,
                                               [&] { return kernels::conv2d_winograd_filters(g, w.data<float>()); });
   }
 

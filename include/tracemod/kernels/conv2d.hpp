@@ -103,8 +103,8 @@ struct conv2d_epilogue {
 
 /// How conv2d computes: `automatic` picks per layer (the rule and its measurements are in
 /// docs/kernels.md); `direct` forces the direct kernels (im2col GEMM, depthwise loop, 1x1 GEMM);
-/// `winograd` forces Winograd F(4x4, 3x3), which only 3x3 stride-1 undilated ungrouped
-/// convolutions support.
+/// `winograd` forces Winograd (F(4x4, 3x3), or F(2x2, 3x3) where conv2d_winograd_tile says), which
+/// only 3x3 stride-1 undilated ungrouped convolutions support.
 enum class conv2d_algorithm { automatic, direct, winograd };
 
 /// The algorithm conv2d uses when its caller passes `automatic`: a process-wide switch, like
@@ -124,8 +124,24 @@ inline bool winograd_supports(const conv2d_geometry& g) {
   return g.groups == 1 && g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.dil_h == 1 && g.dil_w == 1;
 }
 
+/// F(2x2, 3x3) is taken where F(4x4, 3x3) would have fewer tiles than the GEMM's register tile has
+/// rows (gemm_mr) and its transformed filters (36 k c floats) exceed winograd_f2_min_filter_bytes.
+/// With so few tiles each transformed filter element read serves fewer than gemm_mr tiles, and with
+/// that many filters the products wait on reading them from L3 or memory (a 7x7 plane at batch 1
+/// with 512 channels: 4 tiles, 37.7 MB); F(2x2) reads 2.25x less, with 4x the tiles to reuse it on,
+/// for 1.8x the multiplications. Measured in docs/kernels.md ("F(2x2, 3x3)"): on 7x7 planes at batch
+/// 1, F(4x4) is 5-10 % faster up to 256 channels (9.4 MB of filters), F(2x2) 13 % faster at 320
+/// (14.7 MB) and 45-50 % at 512; at batch 2 (8 tiles) F(4x4) is 25 % faster even at 512.
+inline constexpr std::int64_t winograd_f2_min_filter_bytes = std::int64_t{12} << 20;
+
+inline std::int64_t winograd_tile_size(const conv2d_geometry& g) {
+  const winograd_tiling f4{g.n, g.h, g.w, g.pad_h, g.pad_w, g.out_h(), g.out_w(), 4};
+  const std::int64_t f4_filter_bytes = winograd_filters_size(4, g.k, g.c) * static_cast<std::int64_t>(sizeof(float));
+  return f4.tiles() < gemm_mr && f4_filter_bytes > winograd_f2_min_filter_bytes ? 2 : 4;
+}
+
 inline winograd_tiling winograd_tiling_of(const conv2d_geometry& g) {
-  return {g.n, g.h, g.w, g.pad_h, g.pad_w, g.out_h(), g.out_w()};
+  return {g.n, g.h, g.w, g.pad_h, g.pad_w, g.out_h(), g.out_w(), winograd_tile_size(g)};
 }
 
 /// The few-channel direct kernel (detail/conv_direct.hpp) takes ungrouped convolutions of a
@@ -257,16 +273,22 @@ inline void conv2d_im2col(const conv2d_geometry& g, const float* input, const fl
 inline void set_conv2d_algorithm(conv2d_algorithm a) noexcept { detail::conv2d_algorithm_setting().store(a); }
 inline conv2d_algorithm get_conv2d_algorithm() noexcept { return detail::conv2d_algorithm_setting().load(); }
 
-/// Winograd filters of a convolution g (detail::winograd_filters_size(k, c) floats) from its 3x3
-/// weight [k, c, 3, 3], for conv2d_winograd: transformed once, they serve every later call (batch-1
-/// inference of deep layers, where transforming on each call costs about as much as the
-/// convolution itself).
+/// The output tile side m of the Winograd F(m x m, 3x3) that g runs: 4, or 2 where F(4x4) would have
+/// too few tiles (detail::winograd_tile_size). Filters from conv2d_winograd_filters serve every
+/// geometry with the same weight shape and tile size.
+[[nodiscard]] inline std::int64_t conv2d_winograd_tile(const conv2d_geometry& g) { return detail::winograd_tile_size(g); }
+
+/// Winograd filters of a convolution g (detail::winograd_filters_size(m, k, c) floats, m =
+/// conv2d_winograd_tile(g)) from its 3x3 weight [k, c, 3, 3], for conv2d_winograd: transformed once,
+/// they serve every later call (batch-1 inference of deep layers, where transforming on each call
+/// costs about as much as the convolution itself).
 inline aligned_floats conv2d_winograd_filters(const conv2d_geometry& g, const float* weight) {
   validate(g, "conv2d_winograd_filters");
   if (!detail::winograd_supports(g))
     throw value_error("conv2d_winograd_filters: Winograd needs a 3x3, stride-1, undilated, ungrouped convolution");
-  aligned_floats filters(static_cast<std::size_t>(detail::winograd_filters_size(g.k, g.c)));
-  detail::winograd_transform_filters(g.k, g.c, weight, filters.data());
+  const std::int64_t m = detail::winograd_tile_size(g);
+  aligned_floats filters(static_cast<std::size_t>(detail::winograd_filters_size(m, g.k, g.c)));
+  detail::winograd_transform_filters(m, g.k, g.c, weight, filters.data());
   return filters;
 }
 
@@ -277,8 +299,9 @@ inline aligned_floats conv2d_winograd_filters(const conv2d_geometry& g, const fl
   return detail::runs_winograd(g, get_conv2d_algorithm(), detail::winograd_filters::prepared);
 }
 
-/// conv2d_bias_activation with filters from conv2d_winograd_filters(g, weight): the same bits as
-/// conv2d_bias_activation running Winograd.
+/// conv2d_bias_activation with filters from conv2d_winograd_filters(g', weight) for a g' with the same
+/// conv2d_winograd_tile as g (g itself, typically): the same bits as conv2d_bias_activation running
+/// Winograd.
 inline void conv2d_winograd(const conv2d_geometry& g, const float* input, const float* filters,
                             const conv2d_epilogue& e, float* out) {
   validate(g, "conv2d_winograd");
@@ -302,7 +325,7 @@ inline void conv2d_winograd(const conv2d_geometry& g, const float* input, const 
 /// with few input channels (c * r * s <= 147, r * s > 1, out_w >= 2 vectors: image stems) run a
 /// direct kernel, output vectors register-blocked over output channels straight from a
 /// de-interleaved band of the input (detail/conv_direct.hpp); other 3x3 stride-1 convolutions
-/// with enough tiles run Winograd F(4x4, 3x3); one input channel per group (depthwise) runs a
+/// with enough tiles run Winograd F(4x4, 3x3) (F(2x2, 3x3) on few tiles); one input channel per group (depthwise) runs a
 /// direct loop; unpadded stride-1 1x1 convolutions are one GEMM per image on the input as it lies;
 /// everything else is a GEMM per image and group, weight rows times im2col columns packed straight
 /// from the padded input.

@@ -19,6 +19,10 @@ namespace tracemod::kernels::detail {
 inline constexpr std::int64_t gemm_mr = simd_width >= 16 ? 8 : 6;
 inline constexpr std::int64_t gemm_nr = 2 * static_cast<std::int64_t>(simd_width);
 
+/// What a micro-kernel call prefetches while it runs: nothing, the next row panel of an op(A) read in
+/// place (next_rows), or a packed op(B) panel streamed from memory (next_panel).
+enum class gemm_prefetch { none, next_rows, next_panel };
+
 /// Row-major gemm_mr x gemm_nr accumulator tile, spilled once per micro-kernel call.
 struct alignas(buffer_alignment) gemm_tile {
   std::array<float, gemm_mr * gemm_nr> v;
@@ -29,11 +33,13 @@ struct alignas(buffer_alignment) gemm_tile {
 /// spilling the tile (gemm_tile_spill) or merging it straight into C (gemm_small_k's). The
 /// accumulators are indexed only by constants (fold expressions, no loops, no lambdas), and the
 /// policy is forced inline, so they live in registers however the surrounding code gets inlined.
-/// With Prefetch, every other k step also prefetches a cache line of the gemm_mr rows at `next` (a_rs
+/// With next_rows, every other k step also prefetches a cache line of the gemm_mr rows at `next` (a_rs
 /// apart, kc floats each, op(A) read in place): by the last step the rows' first kc / 2 / gemm_mr
 /// lines each are on their way (all of them when gemm_mr is 8 and kc a multiple of 16), so the next
-/// row panel is in L1 when its first tile starts instead of missing on every line.
-template <bool Packed, std::int64_t NV, bool Prefetch, class Store, std::int64_t... I>
+/// row panel is in L1 when its first tile starts instead of missing on every line. With next_panel,
+/// step k prefetches line k from `next` (kc lines: half of a kc x NR panel of op(B) when NR is two
+/// lines), so a panel streamed from L3 or memory arrives while the tiles before it compute.
+template <bool Packed, std::int64_t NV, gemm_prefetch Prefetch, class Store, std::int64_t... I>
 inline void gemm_micro_kernel(std::integer_sequence<std::int64_t, I...>, std::int64_t kc, const float* a,
                               std::int64_t a_rs, const float* b, const Store& store, const float* next = nullptr) {
   static_assert(NV == 1 || NV == 2);
@@ -43,10 +49,12 @@ inline void gemm_micro_kernel(std::integer_sequence<std::int64_t, I...>, std::in
   constexpr std::int64_t cs = Packed ? gemm_mr : 1;
   std::array<fbatch, NV * sizeof...(I)> acc{};
   for (std::int64_t k = 0; k < kc; ++k, a += cs, b += gemm_nr) {
-    if constexpr (Prefetch) {
+    if constexpr (Prefetch == gemm_prefetch::next_rows) {
       // Step 2s fetches line s / MR of row s % MR, while that line is within the rows' kc floats.
       const std::int64_t step = k >> 1, column = step / gemm_mr * line;
       if ((k & 1) == 0 && column < kc) __builtin_prefetch(next + step % gemm_mr * a_rs + column, 0, 3);
+    } else if constexpr (Prefetch == gemm_prefetch::next_panel) {
+      __builtin_prefetch(next + k * line, 0, 3);
     }
     const fbatch b0 = fbatch::load_aligned(b);
     if constexpr (NV == 1) {
@@ -137,22 +145,22 @@ inline void gemm_store_tile(const gemm_tile& tile, std::int64_t rows, std::int64
 
 /// Accumulates a Rows x (NV * W) tile (a read as a[i * a_rs + k], or a[k * gemm_mr + i] when
 /// Packed; b a 64-byte aligned panel of gemm_nr floats per k) and merges its first cols columns into C
-/// (bias, if any, indexed from the tile's first row). A whole tile of an op(A) read in place
-/// prefetches the next row panel's rows from `next` unless it is null.
-template <std::int64_t Rows, bool Packed, std::int64_t NV>
+/// (bias, if any, indexed from the tile's first row). Unless `next` is null, a whole tile of an op(A)
+/// read in place prefetches the next row panel's rows from it (Prefetch next_rows), or any tile the
+/// lines of an op(B) panel (next_panel).
+template <std::int64_t Rows, bool Packed, std::int64_t NV, gemm_prefetch Prefetch = gemm_prefetch::next_rows>
 inline void gemm_tile_update(std::int64_t kc, const float* a, std::int64_t a_rs, const float* b, std::int64_t cols,
                              const gemm_epilogue& e, float* c, std::int64_t rs_c, std::int64_t cs_c,
                              const float* next) {
   gemm_tile tile;
   constexpr auto rows = std::make_integer_sequence<std::int64_t, Rows>{};
-  if constexpr (!Packed && Rows == gemm_mr) {
-    if (next != nullptr)
-      gemm_micro_kernel<Packed, NV, true>(rows, kc, a, a_rs, b, gemm_tile_spill{tile}, next);
-    else
-      gemm_micro_kernel<Packed, NV, false>(rows, kc, a, a_rs, b, gemm_tile_spill{tile});
-  } else {
-    gemm_micro_kernel<Packed, NV, false>(rows, kc, a, a_rs, b, gemm_tile_spill{tile});
-  }
+  constexpr bool prefetches =
+      Prefetch == gemm_prefetch::next_panel || (Prefetch == gemm_prefetch::next_rows && !Packed && Rows == gemm_mr);
+  if (prefetches && next != nullptr)
+    gemm_micro_kernel<Packed, NV, prefetches ? Prefetch : gemm_prefetch::none>(rows, kc, a, a_rs, b,
+                                                                              gemm_tile_spill{tile}, next);
+  else
+    gemm_micro_kernel<Packed, NV, gemm_prefetch::none>(rows, kc, a, a_rs, b, gemm_tile_spill{tile});
   gemm_store_tile(tile, Rows, cols, e, c, rs_c, cs_c);
 }
 
@@ -160,14 +168,14 @@ using gemm_tile_fn = void (*)(std::int64_t, const float*, std::int64_t, const fl
                               const gemm_epilogue&, float*, std::int64_t, std::int64_t, const float*);
 
 /// gemm_tile_update instantiations indexed by Rows - 1: partial row panels waste no flops.
-template <bool Packed, std::int64_t NV, std::int64_t... R>
+template <bool Packed, std::int64_t NV, gemm_prefetch Prefetch, std::int64_t... R>
 inline constexpr std::array<gemm_tile_fn, sizeof...(R)> make_gemm_tile_updates(
     std::integer_sequence<std::int64_t, R...>) {
-  return {&gemm_tile_update<R + 1, Packed, NV>...};
+  return {&gemm_tile_update<R + 1, Packed, NV, Prefetch>...};
 }
-template <bool Packed, std::int64_t NV>
+template <bool Packed, std::int64_t NV, gemm_prefetch Prefetch = gemm_prefetch::next_rows>
 inline constexpr auto gemm_tile_updates =
-    make_gemm_tile_updates<Packed, NV>(std::make_integer_sequence<std::int64_t, gemm_mr>{});
+    make_gemm_tile_updates<Packed, NV, Prefetch>(std::make_integer_sequence<std::int64_t, gemm_mr>{});
 
 /// The tile update for `rows` rows and `cols` columns: one vector per row when that covers them.
 inline gemm_tile_fn gemm_tile_update_for(std::int64_t rows, std::int64_t cols, bool packed) {

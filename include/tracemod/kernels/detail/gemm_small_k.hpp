@@ -57,7 +57,7 @@ using gemm_small_k_tile_fn = void (*)(std::int64_t, const float*, std::int64_t, 
 template <activation Act, std::int64_t Rows>
 [[gnu::flatten]] inline void gemm_small_k_tile(std::int64_t kc, const float* a, std::int64_t a_rs, const float* b,
                                                const float* bias, const float* residual, float* c, std::int64_t c_rs) {
-  gemm_micro_kernel<false, 2, false>(std::make_integer_sequence<std::int64_t, Rows>{}, kc, a, a_rs, b,
+  gemm_micro_kernel<false, 2, gemm_prefetch::none>(std::make_integer_sequence<std::int64_t, Rows>{}, kc, a, a_rs, b,
                                      gemm_small_k_store<Act>{bias, residual, c, c_rs});
 }
 
