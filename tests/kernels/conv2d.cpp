@@ -559,6 +559,12 @@ TEST_CASE("conv2d_winograd_tile: F(2x2) where F(4x4) has fewer tiles than a regi
         static_cast<std::size_t>(kern::detail::winograd_filters_size(2, 384, 384)));
   CHECK(kern::conv2d_winograd_filters(square(2, 384, 7), weight.data()).size() ==
         static_cast<std::size_t>(kern::detail::winograd_filters_size(4, 384, 384)));
+  // Other tile sides have no transforms: refused before anything is read or written.
+  const kern::detail::winograd_tiling three{1, 7, 7, 1, 1, 7, 7, 3};
+  CHECK_THROWS_WITH_AS(kern::detail::conv_winograd(three, 384, 384, nullptr, {.weight = weight.data()}, nullptr, nullptr),
+                       "conv_winograd: Winograd tiles are 2x2 or 4x4 (F(2x2, 3x3), F(4x4, 3x3)), got side 3",
+                       tracemod::value_error);
+  CHECK_THROWS_AS(kern::detail::winograd_transform_filters(6, 384, 384, weight.data(), nullptr), tracemod::value_error);
 }
 
 TEST_CASE("conv2d: pre-transformed Winograd filters give the same result as transforming per call") {

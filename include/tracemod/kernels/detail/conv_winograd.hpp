@@ -23,6 +23,7 @@
 // and V is stored whole vectors.
 #pragma once
 
+#include <tracemod/core/error.hpp>
 #include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/detail/activation.hpp>
 #include <tracemod/kernels/detail/cache_sizes.hpp>
@@ -38,6 +39,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 namespace tracemod::kernels::detail {
 
@@ -49,7 +51,7 @@ struct winograd_transforms;
 
 template <>
 struct winograd_transforms<4> {
-  static constexpr std::int64_t out_tile = 4, in_tile = 6;
+  static constexpr std::int64_t in_tile = 6;
 
   template <class T>
   static void input(const std::array<T, 6>& d, std::array<T, 6>& t) {
@@ -89,7 +91,7 @@ struct winograd_transforms<4> {
 
 template <>
 struct winograd_transforms<2> {
-  static constexpr std::int64_t out_tile = 2, in_tile = 4;
+  static constexpr std::int64_t in_tile = 4;
 
   template <class T>
   static void input(const std::array<T, 4>& d, std::array<T, 4>& t) {
@@ -625,11 +627,19 @@ inline void conv_winograd_tiles(const winograd_tiling& tl, std::int64_t c, std::
     run_blocks(0, blocks);
 }
 
+/// The tile sides there are transforms for: value_error naming `op` otherwise.
+inline void check_winograd_tile(std::int64_t m, const char* op) {
+  if (m != 2 && m != 4)
+    throw value_error(std::string(op) + ": Winograd tiles are 2x2 or 4x4 (F(2x2, 3x3), F(4x4, 3x3)), got side " +
+                      std::to_string(m));
+}
+
 /// conv_winograd_tiles for the tiling's tile size: F(4x4, 3x3) or F(2x2, 3x3). Kept filters must have
 /// been transformed for the same size (winograd_transform_filters<tl.m>).
 inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_t k, const float* input,
                           const winograd_filter_source& filters, const float* bias, float* out,
                           const float* residual = nullptr, activation act = activation::none) {
+  check_winograd_tile(tl.m, "conv_winograd");
   if (tl.m == 2)
     conv_winograd_tiles<2>(tl, c, k, input, filters, bias, out, residual, act);
   else
@@ -638,6 +648,7 @@ inline void conv_winograd(const winograd_tiling& tl, std::int64_t c, std::int64_
 
 /// All of the filters' panels for F(m x m, 3 x 3), m = 2 or 4 (winograd_transform_filters<M>).
 inline void winograd_transform_filters(std::int64_t m, std::int64_t k, std::int64_t c, const float* weight, float* u) {
+  check_winograd_tile(m, "winograd_transform_filters");
   if (m == 2)
     winograd_transform_filters<2>(k, c, weight, u);
   else
