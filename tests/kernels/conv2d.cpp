@@ -542,6 +542,34 @@ TEST_CASE("conv2d_winograd: kept filters past half of L2, one block per thread, 
   tracemod::set_num_threads(threads_before);
 }
 
+// Filters transformed on the call, at the sizes whose thread paths depend on L2 (docs/kernels.md): with
+// 1 MiB of L2, 64@56 (0.6 MB of filters, 1.8 MB of input transformed) runs one block per thread, each
+// transforming its own filters, and 128@28 (2.4 MB, 0.9 MB) by panel groups on more than one thread and
+// as one block on one.
+TEST_CASE("conv2d: Winograd with filters transformed per call is bit-identical at 1 to 4 threads") {
+  const int threads_before = tracemod::get_num_threads();
+  for (const auto& g : {geometry_3x3(1, 64, 56, 56, 64, 1, 1), geometry_3x3(1, 128, 28, 28, 128, 1, 1)}) {
+    CAPTURE(describe(g));
+    std::mt19937 gen(19);
+    const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);
+    const auto weight = random_buffer(g.k * g.c * 9, gen);
+    const auto bias = random_buffer(g.k, gen);
+    const auto run = [&](int threads) {
+      tracemod::set_num_threads(threads);
+      std::vector<float> out(static_cast<std::size_t>(g.n * g.k * g.out_h() * g.out_w()));
+      kern::conv2d(g, input.data() + 1, weight.data() + 1, bias.data() + 1, out.data(), kern::conv2d_algorithm::winograd);
+      return out;
+    };
+    const std::vector<float> one = run(1);
+    for (int threads = 2; threads <= 4; ++threads) CHECK(run(threads) == one);
+    tracemod::set_num_threads(2);
+    check_against_reference(g, true, 1e-5f, [&](const float* x, const float* w, const float* b, float* out) {
+      kern::conv2d(g, x, w, b, out, kern::conv2d_algorithm::winograd);
+    });
+  }
+  tracemod::set_num_threads(threads_before);
+}
+
 TEST_CASE("conv2d_winograd_tile: F(2x2) where F(4x4) has fewer tiles than a register tile's rows and large filters") {
   const auto square = [](std::int64_t n, std::int64_t channels, std::int64_t size) {
     return geometry_3x3(n, channels, size, size, channels, 1, 1);
@@ -565,6 +593,7 @@ TEST_CASE("conv2d_winograd_tile: F(2x2) where F(4x4) has fewer tiles than a regi
                        "conv_winograd: Winograd tiles are 2x2 or 4x4 (F(2x2, 3x3), F(4x4, 3x3)), got side 3",
                        tracemod::value_error);
   CHECK_THROWS_AS(kern::detail::winograd_transform_filters(6, 384, 384, weight.data(), nullptr), tracemod::value_error);
+  CHECK_THROWS_AS((void)kern::detail::winograd_filters_size(3, 384, 384), tracemod::value_error);
 }
 
 TEST_CASE("conv2d: pre-transformed Winograd filters give the same result as transforming per call") {

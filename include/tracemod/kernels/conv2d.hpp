@@ -124,25 +124,27 @@ inline bool winograd_supports(const conv2d_geometry& g) {
   return g.groups == 1 && g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.dil_h == 1 && g.dil_w == 1;
 }
 
+/// The tiling of convolution g into m x m output tiles.
+inline winograd_tiling winograd_tiling_of(const conv2d_geometry& g, std::int64_t m) {
+  return {g.n, g.h, g.w, g.pad_h, g.pad_w, g.out_h(), g.out_w(), m};
+}
+
 /// F(2x2, 3x3) is taken where F(4x4, 3x3) would have fewer tiles than the GEMM's register tile has
 /// rows (gemm_mr) and its transformed filters (36 k c floats) exceed winograd_f2_min_filter_bytes.
 /// With so few tiles each transformed filter element read serves fewer than gemm_mr tiles, and with
 /// that many filters the products wait on reading them from L3 or memory (a 7x7 plane at batch 1
 /// with 512 channels: 4 tiles, 37.7 MB); F(2x2) reads 2.25x less, with 4x the tiles to reuse it on,
-/// for 1.8x the multiplications. Measured in docs/kernels.md ("F(2x2, 3x3)"): on 7x7 planes at batch
-/// 1, F(4x4) is 5-10 % faster up to 256 channels (9.4 MB of filters), F(2x2) 13 % faster at 320
-/// (14.7 MB) and 45-50 % at 512; at batch 2 (8 tiles) F(4x4) is 25 % faster even at 512.
+/// for 1.8x the multiplications. The threshold lies between the sizes where each tile size was
+/// measured faster (docs/kernels.md, "Winograd F(2x2, 3x3) for few tiles").
 inline constexpr std::int64_t winograd_f2_min_filter_bytes = std::int64_t{12} << 20;
 
 inline std::int64_t winograd_tile_size(const conv2d_geometry& g) {
-  const winograd_tiling f4{g.n, g.h, g.w, g.pad_h, g.pad_w, g.out_h(), g.out_w(), 4};
-  const std::int64_t f4_filter_bytes = winograd_filters_size(4, g.k, g.c) * static_cast<std::int64_t>(sizeof(float));
-  return f4.tiles() < gemm_mr && f4_filter_bytes > winograd_f2_min_filter_bytes ? 2 : 4;
+  return winograd_tiling_of(g, 4).tiles() < gemm_mr && winograd_filters_bytes<4>(g.k, g.c) > winograd_f2_min_filter_bytes
+             ? 2
+             : 4;
 }
 
-inline winograd_tiling winograd_tiling_of(const conv2d_geometry& g) {
-  return {g.n, g.h, g.w, g.pad_h, g.pad_w, g.out_h(), g.out_w(), winograd_tile_size(g)};
-}
+inline winograd_tiling winograd_tiling_of(const conv2d_geometry& g) { return winograd_tiling_of(g, winograd_tile_size(g)); }
 
 /// The few-channel direct kernel (detail/conv_direct.hpp) takes ungrouped convolutions of a
 /// spatial kernel whose reduction c * r * s is at most direct_max_taps (ResNet's 7x7 stem, 147) and

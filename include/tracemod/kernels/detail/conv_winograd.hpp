@@ -122,6 +122,13 @@ struct winograd_transforms<2> {
 template <std::int64_t M>
 inline constexpr std::int64_t winograd_positions = winograd_transforms<M>::in_tile * winograd_transforms<M>::in_tile;
 
+/// The tile sides there are transforms for: value_error naming `op` otherwise.
+inline void check_winograd_tile(std::int64_t m, const char* op) {
+  if (m != 2 && m != 4)
+    throw value_error(std::string(op) + ": Winograd tiles are 2x2 or 4x4 (F(2x2, 3x3), F(4x4, 3x3)), got side " +
+                      std::to_string(m));
+}
+
 /// The tiling of a convolution over n images of c x h x w with padding (pad_h, pad_w) into m x m
 /// output tiles.
 struct winograd_tiling {
@@ -144,10 +151,23 @@ inline std::int64_t winograd_filters_stride(std::int64_t k, std::int64_t c) {
   return winograd_channels_padded(k) * c + 64 / static_cast<std::int64_t>(sizeof(float));
 }
 
-/// Floats of the transformed filters of k x c filters for F(m x m, 3 x 3)
+/// Floats of the transformed filters of k x c filters for F(M x M, 3 x 3)
 /// (winograd_transform_filters' layout).
+template <std::int64_t M>
+inline std::int64_t winograd_filters_size(std::int64_t k, std::int64_t c) {
+  return winograd_positions<M> * winograd_filters_stride(k, c);
+}
+
+/// winograd_filters_size<m> for a tile side m (2 or 4) known at run time.
 inline std::int64_t winograd_filters_size(std::int64_t m, std::int64_t k, std::int64_t c) {
-  return (m + 2) * (m + 2) * winograd_filters_stride(k, c);
+  check_winograd_tile(m, "winograd_filters_size");
+  return m == 2 ? winograd_filters_size<2>(k, c) : winograd_filters_size<4>(k, c);
+}
+
+/// The bytes of winograd_filters_size<M>(k, c).
+template <std::int64_t M>
+inline std::int64_t winograd_filters_bytes(std::int64_t k, std::int64_t c) {
+  return winograd_filters_size<M>(k, c) * static_cast<std::int64_t>(sizeof(float));
 }
 
 /// U[pos] = (G g G^T)[pos] for the k x c filters of `weight` (k x c x 3 x 3), laid out as the products
@@ -475,7 +495,7 @@ inline void winograd_transform_output(const winograd_tiling& tl, std::int64_t k,
 /// blocks (winograd_tile_blocks) and one block or panel groups (winograd_by_panel_groups).
 template <std::int64_t M>
 inline bool winograd_filters_fit_half_l2(std::int64_t k, std::int64_t c) {
-  return winograd_filters_size(M, k, c) * static_cast<std::int64_t>(sizeof(float)) <= cache_sizes().l2 / 2;
+  return winograd_filters_bytes<M>(k, c) <= cache_sizes().l2 / 2;
 }
 
 /// Blocks of tiles of conv_winograd: its blocks' V and Y together take half of L2 when the
@@ -501,13 +521,20 @@ inline std::int64_t winograd_tile_blocks(std::int64_t tiles, std::int64_t c, std
 /// from L1 and L2 a few rows at a time whatever its size. Run as one block instead, the threads split
 /// each stage, and each reads half of V and of the products from the other core: at 2 threads,
 /// 256@14 (16 tiles, 590 KB of V, 1 MiB L2) took 0.89 ms per call against 0.44 by panel groups.
+/// Also when `per_call_split`, the filters are transformed on this call and their panels split
+/// between threads, if the filters exceed all of L2 while V fits in it: one block per thread would
+/// read a U that half came from the other core's writes, and one block split by stages half of U,
+/// V and the products (128@28 per call: 0.49 ms at 2 threads against 0.48 at 1, and 0.30 by panel
+/// groups, where each thread transforms its own filters and its own V). One thread keeps its block.
 template <std::int64_t M>
-inline bool winograd_by_panel_groups(std::int64_t tiles, std::int64_t c, std::int64_t k) {
+inline bool winograd_by_panel_groups(std::int64_t tiles, std::int64_t c, std::int64_t k, bool per_call_split) {
   const std::int64_t input_bytes =
       winograd_positions<M> * winograd_position_stride(tiles, winograd_channels_vectors(c)) *
       static_cast<std::int64_t>(sizeof(float));
-  return !winograd_filters_fit_half_l2<M>(k, c) &&
-         (input_bytes <= cache_sizes().l2 / 2 || tiles <= winograd_streamed_max_tiles);
+  const std::int64_t l2 = cache_sizes().l2;
+  if (winograd_filters_fit_half_l2<M>(k, c)) return false;
+  return input_bytes <= l2 / 2 || tiles <= winograd_streamed_max_tiles ||
+         (per_call_split && winograd_filters_bytes<M>(k, c) > l2 && input_bytes <= l2);
 }
 
 /// Panels of NR output channels that conv_winograd's panel groups take at a time: as many as keep
@@ -536,7 +563,8 @@ struct winograd_filter_source {
 ///   per-call filters into its own U first (its products then read no filters from the other
 ///   core); with a single block, they split each stage.
 /// - by groups of output-channel panels (winograd_group_panels), when U is larger but the transformed
-///   input V of all tiles fits in half of L2 (winograd_by_panel_groups): the whole input is
+///   input V of all tiles fits in half of L2, or in L2 when a U past L2 is transformed on the call by
+///   several threads (winograd_by_panel_groups): the whole input is
 ///   transformed once into V, then per group its filters (when they are transformed on this call),
 ///   its in_tile^2 products and its output transform, so each group's filters are written to and read
 ///   from L2. The threads split the panels, in one region: each transforms the whole input into its
@@ -545,9 +573,9 @@ struct winograd_filter_source {
 ///   products and filters a thread reads would come from the other core.
 /// - by one block of tiles per thread, when U is larger than half of L2 (and V too, or the tiles
 ///   too many for panel groups) and either kept or within L2: each thread runs its input transform,
-///   products (reading the shared U) and output transform, so V and the products stay with the
-///   core that wrote them. Split by stages instead, 64@56 and 128@28 (1 MiB L2) ran no faster at
-///   two threads than at one (docs/kernels.md, session 31).
+///   products (reading the kept U, or its own U transformed on the call) and output transform, so
+///   V and the products stay with the core that wrote them. Split by stages instead, 64@56 and
+///   128@28 (1 MiB L2) ran no faster at two threads than at one (docs/kernels.md, session 31).
 /// - otherwise as one block of all tiles, each stage split between the threads.
 /// The splits do not change any bit: a GEMM row's or column's values do not depend on the others.
 template <std::int64_t M>
@@ -556,7 +584,8 @@ inline void conv_winograd_tiles(const winograd_tiling& tl, std::int64_t c, std::
                                 const float* residual, activation act) {
   const std::int64_t tiles = tl.tiles(), cp = winograd_channels_vectors(c);
   const std::int64_t kp = winograd_channels_padded(k), channel_panels = kp / gemm_nr;
-  if (winograd_by_panel_groups<M>(tiles, c, k)) {
+  const bool per_call_split = filters.weight != nullptr && parallel_chunk_count(0, channel_panels, 1) > 1;
+  if (winograd_by_panel_groups<M>(tiles, c, k, per_call_split)) {
     const std::int64_t kept_stride = winograd_filters_stride(k, c);
     const auto run_panels = [&](std::int64_t p0, std::int64_t p1) {
       // Kept filters stream from memory however they are grouped: one group.
@@ -567,7 +596,7 @@ inline void conv_winograd_tiles(const winograd_tiling& tl, std::int64_t c, std::
       float* const u = filters.weight == nullptr
                            ? nullptr
                            : scratch(scratch_slot::winograd_filters,
-                                     static_cast<std::size_t>(winograd_filters_size(M, width, c)));
+                                     static_cast<std::size_t>(winograd_filters_size<M>(width, c)));
       winograd_transform_input<M>(tl, c, input, 0, tiles, v);
       for (std::int64_t q0 = p0; q0 < p1; q0 += group) {
         const std::int64_t q1 = std::min(p1, q0 + group), n = (q1 - q0) * gemm_nr;
@@ -589,23 +618,25 @@ inline void conv_winograd_tiles(const winograd_tiling& tl, std::int64_t c, std::
   const bool filters_fit = winograd_filters_fit_half_l2<M>(k, c);
   // With U past half of L2, kept or within L2, one block per thread: each reads the shared U once and
   // keeps its own V and products, where stages split between the threads read half of both from the
-  // other core. A larger U transformed on the call stays one block with the stages split: read
-  // whole by every thread, half of it would come from the other core's writes.
+  // other core. A larger U transformed on the call (with V past L2, or on one thread) stays one block
+  // with the stages split: read whole by every thread, half of it would come from the other core's writes.
   const bool block_per_thread =
-      !filters_fit && (filters.weight == nullptr ||
-                       winograd_filters_size(M, k, c) * static_cast<std::int64_t>(sizeof(float)) <= cache_sizes().l2);
+      !filters_fit && (filters.weight == nullptr || winograd_filters_bytes<M>(k, c) <= cache_sizes().l2);
   std::int64_t blocks = block_per_thread ? parallel_chunk_count(0, panels, 1) : winograd_tile_blocks<M>(tiles, c, k, 1);
   const int workers = parallel_chunk_count(0, blocks, 1);
   if (workers > 1 && filters_fit) blocks = winograd_tile_blocks<M>(tiles, c, k, workers);
   const auto transformed_filters = [&] {
     float* const buffer =
-        scratch(scratch_slot::winograd_filters, static_cast<std::size_t>(winograd_filters_size(M, k, c)));
+        scratch(scratch_slot::winograd_filters, static_cast<std::size_t>(winograd_filters_size<M>(k, c)));
     winograd_transform_filters<M>(k, c, filters.weight, buffer);
     return static_cast<const float*>(buffer);
   };
-  // With several threads and U within half of L2, each transforms per-call filters into its own U in
-  // the blocks' region; a larger U is transformed once, split between the threads, and shared.
-  const bool own_filters = filters.weight != nullptr && workers > 1 && filters_fit;
+  // With several threads (U within half of L2, or one block per thread and U within L2), each
+  // transforms per-call filters into its own U in the blocks' region, so its products read no filters
+  // from the other core: 64@56 per call at 2 threads, 1.63x over one thread against 1.43x with a
+  // shared U that each thread transformed half of, for 21 us more per thread. On one thread U is
+  // transformed once, before the blocks.
+  const bool own_filters = filters.weight != nullptr && workers > 1;
   const float* shared_u = filters.kept;
   if (filters.weight != nullptr && !own_filters) shared_u = transformed_filters();
   const auto first_tile = [&](std::int64_t b) { return std::min(tiles, panels * b / blocks * gemm_mr); };
@@ -625,13 +656,6 @@ inline void conv_winograd_tiles(const winograd_tiling& tl, std::int64_t c, std::
     parallel_for(0, blocks, 1, [&](std::int64_t lo, std::int64_t hi) { run_blocks(lo, hi); });
   else
     run_blocks(0, blocks);
-}
-
-/// The tile sides there are transforms for: value_error naming `op` otherwise.
-inline void check_winograd_tile(std::int64_t m, const char* op) {
-  if (m != 2 && m != 4)
-    throw value_error(std::string(op) + ": Winograd tiles are 2x2 or 4x4 (F(2x2, 3x3), F(4x4, 3x3)), got side " +
-                      std::to_string(m));
 }
 
 /// conv_winograd_tiles for the tiling's tile size: F(4x4, 3x3) or F(2x2, 3x3). Kept filters must have
