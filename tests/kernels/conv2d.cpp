@@ -231,6 +231,42 @@ TEST_CASE("conv2d: im2col at stride 2 (runs of every other input column), partia
   for (const auto& g : cases) check_conv(g, true, kern::conv2d_algorithm::direct);
 }
 
+TEST_CASE("conv2d: each thread's padded copy follows the input from call to call, at 1 to 3 threads") {
+  // A thread pads an image once per call and reuses the copy for the rest of that call: a later call
+  // on the same buffer with new values, or after another padded convolution on the same thread, must
+  // see the new input, however the threads share the GEMM (columns at 2, tiles at 3).
+  const kern::conv2d_geometry g{.n = 1, .c = 24, .h = 28, .w = 28, .k = 40, .r = 3, .s = 3, .stride_h = 2, .stride_w = 2,
+                                .pad_h = 1, .pad_w = 1};
+  const kern::conv2d_geometry other{.n = 2, .c = 24, .h = 9, .w = 9, .k = 8, .r = 3, .s = 3, .pad_h = 2, .pad_w = 2,
+                                    .dil_h = 2, .dil_w = 2};
+  std::mt19937 gen(17);
+  auto input = random_buffer(g.c * g.h * g.w, gen);
+  const auto weight = random_buffer(g.k * g.c * 9, gen), bias = random_buffer(g.k, gen);
+  const auto other_input = random_buffer(other.n * other.c * other.h * other.w, gen);
+  const auto other_weight = random_buffer(other.k * other.c * 9, gen);
+  const std::int64_t out_size = g.k * g.out_h() * g.out_w();
+  std::vector<float> out(static_cast<std::size_t>(out_size)), expected(out.size());
+  std::vector<float> other_out(static_cast<std::size_t>(other.n * other.k * other.out_h() * other.out_w()));
+  const int before = tracemod::get_num_threads();
+  for (const int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    tracemod::set_num_threads(threads);
+    for (int round = 0; round < 3; ++round) {
+      CAPTURE(round);
+      for (float& x : input) x = -x + 0.25f * static_cast<float>(round);  // new values, same address
+      if (round == 2) kern::conv2d(other, other_input.data() + 1, other_weight.data() + 1, nullptr, other_out.data());
+      kern::conv2d(g, input.data() + 1, weight.data() + 1, bias.data() + 1, out.data(), kern::conv2d_algorithm::direct);
+      kern::conv2d_reference(g, input.data() + 1, weight.data() + 1, bias.data() + 1, expected.data());
+      for (std::size_t i = 0; i < out.size(); ++i)
+        if (std::abs(out[i] - expected[i]) > 1e-4f) {
+          CAPTURE(i);
+          REQUIRE(out[i] == doctest::Approx(expected[i]));
+        }
+    }
+  }
+  tracemod::set_num_threads(before);
+}
+
 TEST_CASE("conv2d: 1x1 with at most 32 input channels (gemm_small_k), every epilogue") {
   // Edges of the small-k path: 1 and 32 channels (33 takes the blocked GEMM), whole and partial row
   // panels, planes of exactly one column panel, one and a half (a two-vector partial panel), under

@@ -115,7 +115,7 @@ TEST_CASE("threads: conv2d is bit-identical at 1-4 threads (one image, a batch, 
   // A 7x7 plane with 520 filters: 65 row panels, at least 16 per thread, so 2-4 threads take the
   // row split (each packs all of op(B), two k blocks with a dot-product column, for its own rows).
   conv({.n = 1, .c = 120, .h = 7, .w = 7, .k = 520, .r = 3, .s = 3, .pad_h = 1, .pad_w = 1}, "3x3 on 7x7, 520 filters");
-  // The padded copy of one image split by rows (3 planes of 27 rows: chunks start inside planes).
+  // Padded and strided, one image: each thread that packs columns pads its own copy of the input.
   conv({.n = 1, .c = 3, .h = 25, .w = 31, .k = 16, .r = 7, .s = 7, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 3},
        "7x7 stride 2 pad (1, 3) on 3 channels");
   // Few channels, the direct kernel: its bands of rows depend on the thread count, its bits must not.

@@ -231,14 +231,14 @@ inline void conv2d_winograd_per_call(const conv2d_geometry& g, const float* inpu
 }
 
 /// Any convolution as a GEMM per image and group: weight rows times im2col columns packed straight
-/// from the padded input.
+/// from the input, or from a padded copy made by each thread that packs (conv_padded_input).
 inline void conv2d_im2col(const conv2d_geometry& g, const float* input, const float* weight, const conv2d_epilogue& e,
                           float* out) {
   const std::int64_t cg = g.c / g.groups, kg = g.k / g.groups, taps = g.r * g.s;
   const std::int64_t out_plane = g.out_h() * g.out_w();
   const std::int64_t hp = g.h + 2 * g.pad_h, wp = g.w + 2 * g.pad_w;
   const bool padded = g.pad_h > 0 || g.pad_w > 0;
-  const std::int64_t padded_floats = padded ? cg * hp * wp : 0;
+  const std::uint64_t call = padded ? conv_padding_call() : 0;
   // One image and group is one GEMM. With several per thread they are split across threads, each
   // running whole GEMMs; otherwise each GEMM splits its tiles across threads itself. Either way an
   // output element is computed by the same code, so the choice does not change any bit.
@@ -246,23 +246,18 @@ inline void conv2d_im2col(const conv2d_geometry& g, const float* input, const fl
   const std::int64_t per_gemm = 2 * kg * out_plane * cg * taps;
   const std::int64_t outer_grain =
       gemms >= 2 * get_num_threads() ? grain_in_items(grains().gemm_flops, per_gemm) : gemms;
-  const int chunks = parallel_chunk_count(0, gemms, outer_grain);
-  float* const padded_inputs =
-      padded ? scratch(scratch_slot::conv_input, static_cast<std::size_t>(chunks * padded_floats)) : nullptr;
-  parallel_for(0, gemms, outer_grain, [&](int chunk, std::int64_t lo, std::int64_t hi) {
-    float* const padded_input = padded ? padded_inputs + chunk * padded_floats : nullptr;
+  parallel_for(0, gemms, outer_grain, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t i = lo; i < hi; ++i) {
       const std::int64_t b = i / g.groups, grp = i % g.groups;
       const float* x = input + (b * g.c + grp * cg) * g.h * g.w;
-      if (padded) conv_pad_input(x, cg, g.h, g.w, g.pad_h, g.pad_w, padded_input);
-      const im2col_source columns{padded ? padded_input : x, hp, wp, g.out_w(), g.r, g.s,
-                                  g.stride_h, g.stride_w, g.dil_h, g.dil_w};
       const std::int64_t y_offset = (b * g.k + grp * kg) * out_plane;
       float* y = out + y_offset;
       gemm_blocked(
           kg, out_plane, cg * taps, 1.0f, strided_matrix{weight + grp * kg * cg * taps, cg * taps, 1},
-          [&columns](float* dst, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t nc) {
-            conv_pack_columns(columns, k0, kc, j0, nc, dst);
+          [&](float* dst, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t nc) {
+            const float* data = padded ? conv_padded_input(call, x, cg, g.h, g.w, g.pad_h, g.pad_w) : x;
+            conv_pack_columns({data, hp, wp, g.out_w(), g.r, g.s, g.stride_h, g.stride_w, g.dil_h, g.dil_w}, k0, kc, j0,
+                              nc, dst);
           },
           0.0f, e.bias != nullptr ? e.bias + grp * kg : nullptr, strided_output{y, out_plane, 1},
           e.residual != nullptr ? e.residual + y_offset : nullptr, e.act);

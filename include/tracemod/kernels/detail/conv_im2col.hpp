@@ -4,15 +4,15 @@
 // copy when the convolution pads), so no read needs a bounds test.
 #pragma once
 
-#include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/detail/gemm_driver.hpp>
 #include <tracemod/kernels/detail/gemm_micro_kernel.hpp>
-#include <tracemod/kernels/detail/parallel_grain.hpp>
+#include <tracemod/kernels/detail/gemm_workspace.hpp>
 #include <tracemod/kernels/detail/pool_strided_load.hpp>
 #include <tracemod/kernels/simd.hpp>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 
 namespace tracemod::kernels::detail {
@@ -33,7 +33,7 @@ struct im2col_source {
 
 /// Rows [first, last) of `channels` planes of h x w copied with pad_h / pad_w zero rows / columns on
 /// each side: the padded planes' rows counted across channels (h + 2 pad_h per plane), written to
-/// their places in `dst`, which holds all of them. Rows are independent, so threads may split them.
+/// their places in `dst`, which holds all of them.
 inline void conv_pad_input_rows(const float* src, std::int64_t h, std::int64_t w, std::int64_t pad_h,
                                 std::int64_t pad_w, std::int64_t first, std::int64_t last, float* dst) {
   const std::int64_t wp = w + 2 * pad_w, hp = h + 2 * pad_h;
@@ -54,14 +54,32 @@ inline void conv_pad_input_rows(const float* src, std::int64_t h, std::int64_t w
   }
 }
 
-/// Copies `channels` planes of h x w into `dst` with pad_h / pad_w zero rows / columns on each side,
-/// split across threads by rows when the caller runs on one (nested calls run serially).
-inline void conv_pad_input(const float* src, std::int64_t channels, std::int64_t h, std::int64_t w,
-                           std::int64_t pad_h, std::int64_t pad_w, float* dst) {
-  const std::int64_t wp = w + 2 * pad_w, hp = h + 2 * pad_h;
-  parallel_for(0, channels * hp, grain_in_items(grains().copy, wp), [&](std::int64_t first, std::int64_t last) {
-    conv_pad_input_rows(src, h, w, pad_h, pad_w, first, last, dst);
-  });
+/// The padded copy of one image and group (`channels` planes of h x w at x) for the calling thread,
+/// in its conv_input scratch: made by conv_pad_input_rows on the thread's first request for a given
+/// `call` (a number from conv_padding_call(), one per convolution call) and `x`, then reused by its
+/// later requests. Each thread that packs columns pads for itself: no join between padding and the
+/// GEMM, and no thread reads padded rows another core wrote (docs/kernels.md, session 33). The
+/// copies hold the same values, so the thread count changes no bit.
+inline const float* conv_padded_input(std::uint64_t call, const float* x, std::int64_t channels, std::int64_t h,
+                                      std::int64_t w, std::int64_t pad_h, std::int64_t pad_w) {
+  struct made_for {
+    std::uint64_t call = 0;
+    const float* x = nullptr;
+  };
+  thread_local made_for last;
+  const std::int64_t hp = h + 2 * pad_h, wp = w + 2 * pad_w;
+  float* const copy = scratch(scratch_slot::conv_input, static_cast<std::size_t>(channels * hp * wp));
+  if (last.call != call || last.x != x) {
+    conv_pad_input_rows(x, h, w, pad_h, pad_w, 0, channels * hp, copy);
+    last = {call, x};
+  }
+  return copy;
+}
+
+/// A number for each call of a convolution that pads through conv_padded_input, never 0.
+inline std::uint64_t conv_padding_call() noexcept {
+  static std::atomic<std::uint64_t> calls{0};
+  return calls.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 /// How one vector of a panel row is read. Its lanes are consecutive output positions: within an

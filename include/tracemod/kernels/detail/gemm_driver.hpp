@@ -90,14 +90,13 @@ inline std::int64_t gemm_packed_b_size(std::int64_t k, std::int64_t n) {
   return (n + gemm_nr - 1) / gemm_nr * gemm_nr * k;
 }
 
-/// A block of op(B) as packed for rows [k0, k0 + kc): `b` holds the block's NR-wide panels from
-/// `first_panel` on, `panel_stride` floats apart (NR * kc when packed per block, NR * k when packed
-/// once), `columns` its dot columns' contiguous copies.
+/// A block of op(B) as packed for rows [k0, k0 + kc): `b` holds the block's NR-wide panels,
+/// `panel_stride` floats apart (NR * kc when packed per block, NR * k when packed once), `columns`
+/// its dot columns' contiguous copies.
 struct gemm_packed_block {
   const gemm_column_block& blk;
   std::int64_t k0, kc;
   const float* b;
-  std::int64_t first_panel;
   std::int64_t panel_stride;
   const float* columns;
 };
@@ -185,12 +184,12 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     // A row panel's first tile reads its rows of op(A) from memory, the others from L1: the first
     // prefetches the next panel (when whole), which 1x1 convolutions' weights otherwise miss on.
     const float* const next_panel = a_in_place && i0 + 2 * gemm_mr <= m ? a_src + gemm_mr * a_rs : nullptr;
-    const float* b = pb.b + (t_begin - pb.first_panel) * panel_stride;
+    const float* b = pb.b + t_begin * panel_stride;
     for (std::int64_t t = t_begin, j = blk.j0 + t_begin * gemm_nr; t < tile_end; ++t, j += gemm_nr, b += panel_stride) {
       const std::int64_t cols = std::min(gemm_nr, tiled_end - j);
       if (residual_rows != nullptr) epilogue.residual = residual_rows + j * c_cs;
       (cols == gemm_nr ? whole_tile : gemm_tile_update_for(rows, cols, !a_in_place))(
-          kc, a_src, a_rs, b, cols, epilogue, c_rows + j * c_cs, c_rs, c_cs, t == pb.first_panel ? next_panel : nullptr);
+          kc, a_src, a_rs, b, cols, epilogue, c_rows + j * c_cs, c_rs, c_cs, t == 0 ? next_panel : nullptr);
     }
     if (t_end <= blk.tiles) return;
     for (std::int64_t d = 0; d < blk.dot_columns; ++d) {
@@ -215,25 +214,25 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
   const auto copy_dot_columns = [](const gemm_packed_block& pb, float* columns) {
     for (std::int64_t t = 0; t < pb.blk.dot_columns; ++t) {
       const std::int64_t j = pb.blk.tiled + t;
-      const float* panel = pb.b + (j / gemm_nr - pb.first_panel) * pb.panel_stride + j % gemm_nr;
+      const float* panel = pb.b + j / gemm_nr * pb.panel_stride + j % gemm_nr;
       for (std::int64_t p = 0; p < pb.kc; ++p) columns[t * pb.kc + p] = panel[p * gemm_nr];
     }
   };
-  // Block (j0, k0) of op(B) packed once: its panels in place, from panel `first` of the block on.
-  const auto packed_once = [&](std::int64_t j0, std::int64_t k0, std::int64_t first) {
-    if constexpr (prepacked) return pack_b.data + (j0 / gemm_nr + first) * gemm_nr * k + k0 * gemm_nr;
+  // Block (j0, k0) of op(B) packed once: its panels in place (j0 a multiple of NR).
+  const auto packed_once = [&](std::int64_t j0, std::int64_t k0) {
+    if constexpr (prepacked) return pack_b.data + j0 / gemm_nr * gemm_nr * k + k0 * gemm_nr;
     return static_cast<const float*>(nullptr);
   };
 
-  // Column split: panels counted over all of n (every block but the last holds nc_max / NR).
-  const std::int64_t block_panels = nc_max / gemm_nr;
-  const std::int64_t panels = n / nc_max * block_panels + (n % nc_max + gemm_nr - 1) / gemm_nr;
+  // Column split: NR-wide panels counted over all of n (nc_max is a multiple of NR, so the blocks'
+  // panels are these).
+  const std::int64_t panels = (n + gemm_nr - 1) / gemm_nr;
   // A panel costs its tiles' flops over all of k plus its packing (a packed float ~ 32 flops).
   const std::int64_t panel_grain = grain_in_items(grains().gemm_flops, (2 * m + 32) * gemm_nr * k);
   const int split = parallel_chunk_count(0, panels, panel_grain);
   // Shares of whole panels with about n / split columns each: share s is panels [first_panel(s),
   // first_panel(s + 1)), the first panel whose first column is nearest s * n / split.
-  const auto first_column = [&](std::int64_t q) { return std::min(n, q / block_panels * nc_max + q % block_panels * gemm_nr); };
+  const auto first_column = [&](std::int64_t q) { return std::min(n, q * gemm_nr); };
   const auto first_panel = [&](std::int64_t s) {
     if (s == split) return panels;
     const std::int64_t target = n * s / split;
@@ -253,42 +252,41 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     return prepacked ? nullptr
                      : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(chunks * kc_max * nc_max));
   };
-  // Column panels [q, q_end) (counted over all of n) against row panels [row_lo, row_hi), op(B)
-  // packed per (column block, k block) into chunk `chunk`'s buffer of `buffers` (share_buffers):
-  // one thread's share of the column split or of the row split.
-  const auto run_share = [&](float* buffers, int chunk, std::int64_t q, std::int64_t q_end, std::int64_t row_lo,
+  // Columns [col_lo, col_hi) (both multiples of NR, or col_hi == n) against row panels [row_lo,
+  // row_hi), op(B) packed per (column block, k block) into chunk `chunk`'s buffer of `buffers`
+  // (share_buffers): one thread's share of the column split or of the row split. The share is cut
+  // into blocks of its own, at most nc_max wide, so each row panel of op(A) is read once per block
+  // for all the share's tiles in it (not once more where the share crosses a block of the whole
+  // product). Blocks start at multiples of NR, so the dot columns are the same as in any other
+  // blocking: the last n % simd_width of n, if few enough.
+  const auto run_share = [&](float* buffers, int chunk, std::int64_t col_lo, std::int64_t col_hi, std::int64_t row_lo,
                              std::int64_t row_hi) {
     float* const b = prepacked ? nullptr : buffers + chunk * kc_max * nc_max;
     std::array<float, gemm_dot_columns * gemm_kc> columns;
-    while (q < q_end) {
-      const std::int64_t j0 = q / block_panels * nc_max;
-      const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
-      const std::int64_t first = q % block_panels, last = std::min(blk.panels, first + (q_end - q));
-      q += last - first;
-      const std::int64_t first_col = first * gemm_nr, cols = std::min(blk.nc, last * gemm_nr) - first_col;
-      const bool dots = last == blk.panels && blk.dot_columns > 0;
+    const std::int64_t block = balanced_block(col_hi - col_lo, nc_max, gemm_nr);
+    for (std::int64_t j0 = col_lo; j0 < col_hi; j0 += block) {
+      const gemm_column_block blk(j0, std::min(block, col_hi - j0), a_in_place);
       for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
         const std::int64_t kc = std::min(kc_max, k - k0);
-        if constexpr (!prepacked) pack_b(b, k0, kc, j0 + first_col, cols);
-        const gemm_packed_block pb{blk,   k0, kc, prepacked ? packed_once(j0, k0, first) : b,
-                                   first, gemm_nr * (prepacked ? k : kc), columns.data()};
-        if (dots) copy_dot_columns(pb, columns.data());
+        if constexpr (!prepacked) pack_b(b, k0, kc, j0, blk.nc);
+        const gemm_packed_block pb{blk, k0, kc, prepacked ? packed_once(j0, k0) : b, gemm_nr * (prepacked ? k : kc),
+                                   columns.data()};
+        copy_dot_columns(pb, columns.data());
         for (std::int64_t panel = row_lo; panel < row_hi; ++panel)
-          run_row_panel(pb, panel, first, dots ? blk.tiles + 1 : std::min(last, blk.tiles), nullptr);
+          run_row_panel(pb, panel, 0, blk.items_per_row, nullptr);
       }
     }
   };
   if (balanced) {
     float* const buffers = share_buffers(split);
     parallel_for(0, split, 1, [&](int chunk, std::int64_t, std::int64_t) {
-      run_share(buffers, chunk, first_panel(chunk), first_panel(chunk + 1), 0, row_panels);
+      run_share(buffers, chunk, first_column(first_panel(chunk)), first_column(first_panel(chunk + 1)), 0, row_panels);
     });
     return;
   }
 
   // Threads of the tile split (below).
-  const std::int64_t b_panel_count = (n + gemm_nr - 1) / gemm_nr;
-  const int workers = parallel_chunk_count(0, row_panels * b_panel_count,
+  const int workers = parallel_chunk_count(0, row_panels * panels,
                                            grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * k));
 
   // Row split: op(A) read in place, too few column panels for the column split, and at least
@@ -302,7 +300,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
   if (row_split > 1 && row_split >= workers) {
     float* const buffers = share_buffers(row_split);
     parallel_for(0, row_split, 1, [&](int chunk, std::int64_t, std::int64_t) {
-      run_share(buffers, chunk, 0, panels, row_panels * chunk / row_split, row_panels * (chunk + 1) / row_split);
+      run_share(buffers, chunk, 0, n, row_panels * chunk / row_split, row_panels * (chunk + 1) / row_split);
     });
     return;
   }
@@ -320,7 +318,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     float* const a_whole = a_in_place ? nullptr : scratch(scratch_slot::gemm_a_panels, static_cast<std::size_t>(a_floats));
     // Pack items per k block: op(B)'s NR-wide panels (unless packed beforehand), then op(A)'s row
     // panels (unless read in place).
-    const std::int64_t pack_items = (prepacked ? 0 : b_panel_count) + (a_in_place ? 0 : row_panels);
+    const std::int64_t pack_items = (prepacked ? 0 : panels) + (a_in_place ? 0 : row_panels);
     if (pack_items > 0)
       parallel_for(0, (k + kc_max - 1) / kc_max * pack_items, grain_in_items(grains().gemm_flops, 32 * kc_max * gemm_nr),
                    [&](std::int64_t lo, std::int64_t hi) {
@@ -328,17 +326,17 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
                        const std::int64_t k0 = item / pack_items * kc_max, kc = std::min(kc_max, k - k0);
                        const std::int64_t p = item % pack_items;
                        if constexpr (!prepacked)
-                         if (p < b_panel_count) {
+                         if (p < panels) {
                            pack_b(b_whole + p * gemm_nr * k + k0 * gemm_nr, k0, kc, p * gemm_nr,
                                   std::min(gemm_nr, n - p * gemm_nr));
                            continue;
                          }
-                       const std::int64_t panel = prepacked ? p : p - b_panel_count;
+                       const std::int64_t panel = prepacked ? p : p - panels;
                        gemm_pack_a(a, panel * gemm_mr, std::min(gemm_mr, m - panel * gemm_mr), k0, kc,
                                    a_whole + k0 * row_panels * gemm_mr + panel * gemm_mr * kc);
                      }
                    });
-    const float* const b_packed = prepacked ? packed_once(0, 0, 0) : b_whole;
+    const float* const b_packed = prepacked ? packed_once(0, 0) : b_whole;
     parallel_for(0, workers, 1, [&](int worker, std::int64_t, std::int64_t) {
       std::array<float, gemm_dot_columns * gemm_kc> columns;
       for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
@@ -346,7 +344,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
         for (std::int64_t j0 = 0; j0 < n; j0 += nc_max) {
           const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
           const std::int64_t items_per_row = blk.items_per_row, items = row_panels * items_per_row;
-          const gemm_packed_block pb{blk, k0, kc, b_packed + j0 * k + k0 * gemm_nr, 0, gemm_nr * k, columns.data()};
+          const gemm_packed_block pb{blk, k0, kc, b_packed + j0 * k + k0 * gemm_nr, gemm_nr * k, columns.data()};
           const std::int64_t lo = items * worker / workers, hi = items * (worker + 1) / workers;
           // With dot columns, t == tiles ends every row panel: the first such item from lo on.
           if (blk.dot_columns > 0 && lo - lo % items_per_row + blk.tiles < hi) copy_dot_columns(pb, columns.data());
@@ -383,8 +381,8 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
                        pack_b(b_panels + first * kc, k0, kc, j0 + first, last - first);
                      });
       std::array<float, gemm_dot_columns * gemm_kc> columns;
-      const gemm_packed_block pb{blk, k0, kc, prepacked ? packed_once(j0, k0, 0) : b_panels,
-                                 0,   gemm_nr * (prepacked ? k : kc), columns.data()};
+      const gemm_packed_block pb{blk, k0, kc, prepacked ? packed_once(j0, k0) : b_panels, gemm_nr * (prepacked ? k : kc),
+                                 columns.data()};
       copy_dot_columns(pb, columns.data());
       parallel_for(0, row_panels * blk.items_per_row, grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * kc),
                    [&](std::int64_t lo, std::int64_t hi) { run_items(pb, lo, hi, a_panels); });
