@@ -97,6 +97,19 @@ void winograd_with_tile(const kern::conv2d_geometry& g, std::int64_t m, bool kep
   kern::detail::conv_winograd(tl, g.c, g.k, input, {.kept = filters.data()}, bias, out);
 }
 
+// g's output at `threads` threads by Winograd: its filters transformed on the call, or the `kept` ones
+// (from conv2d_winograd_filters) when given.
+std::vector<float> winograd_at_threads(const kern::conv2d_geometry& g, int threads, const float* input,
+                                       const float* weight, const float* bias, const float* kept = nullptr) {
+  tracemod::set_num_threads(threads);
+  std::vector<float> out(static_cast<std::size_t>(g.n * g.k * g.out_h() * g.out_w()));
+  if (kept != nullptr)
+    kern::conv2d_winograd(g, input, kept, bias, out.data());
+  else
+    kern::conv2d(g, input, weight, bias, out.data(), kern::conv2d_algorithm::winograd);
+  return out;
+}
+
 kern::conv2d_geometry geometry(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k,
                                std::int64_t r, std::int64_t s) {
   return {n, c, h, w, k, r, s};
@@ -559,17 +572,9 @@ TEST_CASE("conv2d_winograd: kept filters past half of L2, one block per thread, 
   const auto bias = random_buffer(g.k, gen);
   const kern::aligned_floats filters = kern::conv2d_winograd_filters(g, weight.data() + 1);
   const int threads_before = tracemod::get_num_threads();
-  const auto run = [&](int threads, bool kept) {
-    tracemod::set_num_threads(threads);
-    std::vector<float> out(static_cast<std::size_t>(g.n * g.k * g.out_h() * g.out_w()));
-    if (kept)
-      kern::conv2d_winograd(g, input.data() + 1, filters.data(), bias.data() + 1, out.data());
-    else
-      kern::conv2d(g, input.data() + 1, weight.data() + 1, bias.data() + 1, out.data(), kern::conv2d_algorithm::winograd);
-    return out;
-  };
-  const std::vector<float> one = run(1, false);
-  for (int threads = 1; threads <= 4; ++threads) CHECK(run(threads, true) == one);
+  const std::vector<float> one = winograd_at_threads(g, 1, input.data() + 1, weight.data() + 1, bias.data() + 1);
+  for (int threads = 1; threads <= 4; ++threads)
+    CHECK(winograd_at_threads(g, threads, input.data() + 1, weight.data() + 1, bias.data() + 1, filters.data()) == one);
   tracemod::set_num_threads(2);
   check_against_reference(g, true, 1e-5f, [&](const float* x, const float* w, const float* b, float* out) {
     const kern::aligned_floats kept = kern::conv2d_winograd_filters(g, w);
@@ -590,14 +595,9 @@ TEST_CASE("conv2d: Winograd with filters transformed per call is bit-identical a
     const auto input = random_buffer(g.n * g.c * g.h * g.w, gen);
     const auto weight = random_buffer(g.k * g.c * 9, gen);
     const auto bias = random_buffer(g.k, gen);
-    const auto run = [&](int threads) {
-      tracemod::set_num_threads(threads);
-      std::vector<float> out(static_cast<std::size_t>(g.n * g.k * g.out_h() * g.out_w()));
-      kern::conv2d(g, input.data() + 1, weight.data() + 1, bias.data() + 1, out.data(), kern::conv2d_algorithm::winograd);
-      return out;
-    };
-    const std::vector<float> one = run(1);
-    for (int threads = 2; threads <= 4; ++threads) CHECK(run(threads) == one);
+    const std::vector<float> one = winograd_at_threads(g, 1, input.data() + 1, weight.data() + 1, bias.data() + 1);
+    for (int threads = 2; threads <= 4; ++threads)
+      CHECK(winograd_at_threads(g, threads, input.data() + 1, weight.data() + 1, bias.data() + 1) == one);
     tracemod::set_num_threads(2);
     check_against_reference(g, true, 1e-5f, [&](const float* x, const float* w, const float* b, float* out) {
       kern::conv2d(g, x, w, b, out, kern::conv2d_algorithm::winograd);

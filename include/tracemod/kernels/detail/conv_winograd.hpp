@@ -249,11 +249,17 @@ inline std::int64_t winograd_position_stride(std::int64_t rows, std::int64_t row
   return (lines + 1 + lines % 2) * line;
 }
 
-/// This thread's scratch for the in_tile^2 positions of V or of the products (`slot`) of F(M x M, 3 x 3):
-/// `rows` tiles of `row_floats` each, positions winograd_position_stride apart.
+/// Floats of the in_tile^2 positions of V or of the products of F(M x M, 3 x 3): `rows` tiles of
+/// `row_floats` each, positions winograd_position_stride apart.
+template <std::int64_t M>
+inline std::int64_t winograd_positions_floats(std::int64_t rows, std::int64_t row_floats) {
+  return winograd_positions<M> * winograd_position_stride(rows, row_floats);
+}
+
+/// This thread's scratch for V or the products (`slot`): winograd_positions_floats<M>(rows, row_floats).
 template <std::int64_t M>
 inline float* winograd_positions_scratch(scratch_slot slot, std::int64_t rows, std::int64_t row_floats) {
-  return scratch(slot, static_cast<std::size_t>(winograd_positions<M> * winograd_position_stride(rows, row_floats)));
+  return scratch(slot, static_cast<std::size_t>(winograd_positions_floats<M>(rows, row_floats)));
 }
 
 /// Tiles of one tile row that winograd_transform_input reads through one buffer: 48 columns' worth,
@@ -529,8 +535,7 @@ inline std::int64_t winograd_tile_blocks(std::int64_t tiles, std::int64_t c, std
 template <std::int64_t M>
 inline bool winograd_by_panel_groups(std::int64_t tiles, std::int64_t c, std::int64_t k, bool per_call_split) {
   const std::int64_t input_bytes =
-      winograd_positions<M> * winograd_position_stride(tiles, winograd_channels_vectors(c)) *
-      static_cast<std::int64_t>(sizeof(float));
+      winograd_positions_floats<M>(tiles, winograd_channels_vectors(c)) * static_cast<std::int64_t>(sizeof(float));
   const std::int64_t l2 = cache_sizes().l2;
   if (winograd_filters_fit_half_l2<M>(k, c)) return false;
   return input_bytes <= l2 / 2 || tiles <= winograd_streamed_max_tiles ||
