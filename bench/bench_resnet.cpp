@@ -4,6 +4,8 @@
 // cache), so the time spent outside those kernels shows.
 //
 //   BM_resnet18_forward/batch/threads  net(x) (counter images_per_s)
+//   BM_resnet18_forward_scaling        net(x), batch 1, at 1 and 2 threads in alternation (counter
+//                                      speedup: the 1-thread median over the 2-thread median)
 //   BM_resnet18_conv_linear_sum        every conv/linear call of one forward, back to back
 //   BM_resnet18_conv/<i>/threads       one distinct conv shape (counter: occurrences per forward)
 //   BM_resnet18_conv_scaling/<i>       the same shape at 1 and 2 threads in alternation (counter
@@ -112,6 +114,19 @@ BENCHMARK(BM_resnet18_forward)
     ->Unit(benchmark::kMillisecond)
     ->Repetitions(tracemod::bench::repetitions(5))
     ->ReportAggregatesOnly(true);
+
+/// The forward at batch 1, at 1 and 2 threads alternated (tracemod::bench::run_scaling, blocks of 4
+/// forwards): the two-thread bar measured as the per-layer ones are, with the machine's drift
+/// reaching both counts alike (BM_resnet18_forward runs them minutes apart).
+void BM_resnet18_forward_scaling(benchmark::State& state) {
+  resnet_fixture& f = fixture();
+  const tmod::Tensor x = tmod::randn(f.x.shape(), 7);
+  tracemod::bench::run_scaling(state, [&] { benchmark::DoNotOptimize(f.net(x)); }, 4);
+}
+BENCHMARK(BM_resnet18_forward_scaling)
+    ->MinTime(tracemod::bench::min_time(4.0))
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 void BM_resnet18_conv_linear_sum(benchmark::State& state) {
   const tracemod::bench::scoped_threads threads(state, 0);
