@@ -218,9 +218,14 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
       for (std::int64_t p = 0; p < pb.kc; ++p) columns[t * pb.kc + p] = panel[p * gemm_nr];
     }
   };
-  // Block (j0, k0) of op(B) packed once: its panels in place (j0 a multiple of NR).
+  // Block (j0, k0) of an op(B) laid out as gemm_packed_b lays it out, at `data`: its panels in place
+  // (j0 a multiple of NR, so its first panel starts at j0 * k).
+  const auto block_in_place = [k](auto* data, std::int64_t j0, std::int64_t k0) {
+    return data + j0 * k + k0 * gemm_nr;
+  };
+  // The same block of op(B) packed beforehand (null when the driver packs).
   const auto packed_once = [&](std::int64_t j0, std::int64_t k0) {
-    if constexpr (prepacked) return pack_b.data + j0 / gemm_nr * gemm_nr * k + k0 * gemm_nr;
+    if constexpr (prepacked) return block_in_place(pack_b.data, j0, k0);
     return static_cast<const float*>(nullptr);
   };
 
@@ -327,7 +332,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
                        const std::int64_t p = item % pack_items;
                        if constexpr (!prepacked)
                          if (p < panels) {
-                           pack_b(b_whole + p * gemm_nr * k + k0 * gemm_nr, k0, kc, p * gemm_nr,
+                           pack_b(block_in_place(b_whole, p * gemm_nr, k0), k0, kc, p * gemm_nr,
                                   std::min(gemm_nr, n - p * gemm_nr));
                            continue;
                          }
@@ -336,7 +341,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
                                    a_whole + k0 * row_panels * gemm_mr + panel * gemm_mr * kc);
                      }
                    });
-    const float* const b_packed = prepacked ? packed_once(0, 0) : b_whole;
+    const float* const b_packed = prepacked ? packed_once(0, 0) : b_whole;  // whole, in gemm_packed_b's layout
     parallel_for(0, workers, 1, [&](int worker, std::int64_t, std::int64_t) {
       std::array<float, gemm_dot_columns * gemm_kc> columns;
       for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
@@ -344,7 +349,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
         for (std::int64_t j0 = 0; j0 < n; j0 += nc_max) {
           const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
           const std::int64_t items_per_row = blk.items_per_row, items = row_panels * items_per_row;
-          const gemm_packed_block pb{blk, k0, kc, b_packed + j0 * k + k0 * gemm_nr, gemm_nr * k, columns.data()};
+          const gemm_packed_block pb{blk, k0, kc, block_in_place(b_packed, j0, k0), gemm_nr * k, columns.data()};
           const std::int64_t lo = items * worker / workers, hi = items * (worker + 1) / workers;
           // With dot columns, t == tiles ends every row panel: the first such item from lo on.
           if (blk.dot_columns > 0 && lo - lo % items_per_row + blk.tiles < hi) copy_dot_columns(pb, columns.data());
