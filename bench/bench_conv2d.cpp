@@ -106,7 +106,7 @@ struct conv_operands {
         bias(random_floats(g.k, 3)), out(static_cast<std::size_t>(g.n * g.k * g.out_h() * g.out_w())) {}
 };
 
-// The Winograd bar of issue 12: direct convolution (the im2col GEMM) and Winograd with its filters
+// Winograd against direct: direct convolution (the im2col GEMM) and Winograd with its filters
 // transformed once (conv2d_winograd_filters, as a network's constant weights keep them), one thread,
 // alternated in blocks of 16 calls (tracemod::bench::run_alternated) so that the machine's drift
 // reaches both alike. Counters: medians of the timed calls (ms_direct, ms_winograd), speedup =

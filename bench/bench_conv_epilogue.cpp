@@ -3,8 +3,8 @@
 // (batch 1, one thread). `separate` writes the conv output and reads it back twice; `fused` applies
 // add and relu while each tile is stored.
 //
-// BM_conv_bn_relu: M::ConvBnRelu2d in eval mode on the same layers. `separate` is the three calls
-// the module made before (conv, batch norm, relu); `module` is its forward now; `fold` and
+// BM_conv_bn_relu: M::ConvBnRelu2d in eval mode on the same layers. `separate` is three separate
+// calls (conv, batch norm, relu); `module` is its forward, which chooses a strategy; `fold` and
 // `bn_pass` are its two strategies forced (batch norm folded into the weights on every call, or a
 // batch norm + relu pass over the conv's output), which place the switch between them.
 #include "smoke.hpp"

@@ -1,7 +1,7 @@
 // Fused evaluation of typed graphs against the same forward run eagerly, on 16M floats (far beyond
 // the LLC): relu(x * a + b) with scalars a and b, a 5-op and a 10-op chain of two inputs. Bytes per
 // iteration count one read of each input and one write of the output, so "of_triad" says how close
-// the one fused pass comes to streaming bandwidth (issue 4's bars: >= 0.85 of triad, and >= 2.5x
+// the one fused pass comes to streaming bandwidth (targets: >= 0.85 of triad, and >= 2.5x
 // the eager time, which makes one pass per op and materialises every intermediate). Every call
 // allocates its 64 MiB result; the buffer pool (core/storage.hpp) hands back the block the previous
 // iteration freed, so no page fault is timed.

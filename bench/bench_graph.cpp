@@ -1,4 +1,4 @@
-// The runtime graph (issue 7): cost of tracing, of the interpreter per expr, and of running
+// The runtime graph: cost of tracing, of the interpreter per expr, and of running
 // ResNet-18 through a TracedModule, each next to its eager counterpart in the same run.
 //
 //   BM_trace_module_resnet18        trace_module(ResNet-18 full width), without the default check

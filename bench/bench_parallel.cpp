@@ -1,7 +1,7 @@
 // Where threads start to pay: the measurements behind the grains of kernels/detail/parallel_grain.hpp.
 // Each sweep runs a kernel of one family at 1 and 2 threads with every grain lowered to 1 (so even
 // the smallest size is split); a family's grain is the work per thread at the first size where
-// 2 threads beat 1 (docs/kernels.md, "Threads", lists the figures).
+// 2 threads beat 1 (docs/kernels.md, "Grains", lists the figures).
 //
 //   BM_parallel_for_overhead/threads  fork and join of an empty parallel_for
 //   BM_grain_elementwise/n/threads    relu over n floats (grain: elementwise, floats)

@@ -1,16 +1,16 @@
-// Optimization passes (issue 9) on full-width ResNet-18, 3x224x224, eval, one thread: the cost of
+// Optimization passes on full-width ResNet-18, 3x224x224, eval, one thread: the cost of
 // optimize() itself, and the traced module next to its optimized copies in the same run.
 //
 //   BM_optimize_resnet18            optimize(traced, all five passes: FuseConvBn, FuseAddMul,
 //                                   BackwardFoldScale, FuseConvEpilogue, FuseElemwise)
-//                                   (bar: <= 10 ms; the copy of the module is included)
+//                                   (target: <= 10 ms; the copy of the module is included)
 //   BM_optimize_resnet18_megengine_passes   the same with MegEngine's three passes only
 //   BM_resnet18_unoptimized         the traced module, batch 1
 //   BM_resnet18_megengine_passes    its copy optimized with MegEngine's three passes (no batch norm left)
 //   BM_resnet18_optimized           its copy optimized with all five (convs take bias, residual, relu)
 //   BM_resnet18_*_kernels           only the conv and linear calls of that module, each run on inputs
 //                                   of its traced shapes: module - kernels is the time spent outside
-//                                   conv/linear kernels (bar for the optimized copy: <= 0.5 ms)
+//                                   conv/linear kernels (target for the optimized copy: <= 0.5 ms)
 //   BM_machine_limits               the FMA peak of this core in the same run (machine_limits.hpp):
 //                                   the module benchmarks report GFLOP/s and of_peak, counting the
 //                                   direct convolutions' and fc's multiply-adds as 2 flops each

@@ -116,7 +116,7 @@ BENCHMARK(BM_resnet18_forward)
     ->ReportAggregatesOnly(true);
 
 /// The forward at batch 1, at 1 and 2 threads alternated (tracemod::bench::run_scaling, blocks of 4
-/// forwards): the two-thread bar measured as the per-layer ones are, with the machine's drift
+/// forwards): the two-thread speed-up measured as the per-layer ones are, with the machine's drift
 /// reaching both counts alike (BM_resnet18_forward runs them minutes apart).
 void BM_resnet18_forward_scaling(benchmark::State& state) {
   resnet_fixture& f = fixture();

@@ -9,7 +9,7 @@
 //   BM_surgery_relu6_compile_then_run  the same with compile() of every graph before the run
 //   BM_surgery_relu6_only       the 17 edits alone
 //   BM_traced_run_planned       one run of an unchanged, planned traced module
-//   BM_surgery_relu6_bar        the bar, at width 8 and one thread: thread CPU time of the
+//   BM_surgery_relu6_bar        the headline figure, at width 8 and one thread: thread CPU time of the
 //                               edits + compile() + the first run, minus a second (planned) run
 //
 // The edited copy is made and destroyed outside the timed region in every benchmark (destroying a
@@ -100,7 +100,7 @@ void BM_surgery_relu6_then_run(benchmark::State& state) {
 }
 BENCHMARK(BM_surgery_relu6_then_run)->Arg(64)->Arg(8)->Unit(benchmark::kMicrosecond);
 
-/// The bar: the 17 edits, compile() of every graph (the dead ReLU calls go), one run.
+/// The 17 edits, compile() of every graph (the dead ReLU calls go), one run.
 void BM_surgery_relu6_compile_then_run(benchmark::State& state) {
   surgery_fixture& f = fixture(state.range(0));
   for (auto _ : state) {
@@ -141,7 +141,7 @@ void BM_traced_run_planned(benchmark::State& state) {
 }
 BENCHMARK(BM_traced_run_planned)->Arg(64)->Arg(8)->Unit(benchmark::kMicrosecond);
 
-/// The bar (<= 0.2 ms): surgery + compile + re-plan, i.e. the cost of edits, compile() and
+/// The headline figure (target: <= 0.2 ms): surgery + compile + re-plan, i.e. the cost of edits, compile() and
 /// the first run beyond what a planned run costs, measured in this thread's CPU time on one thread
 /// (the machine is shared; wall time would count the neighbours).
 void BM_surgery_relu6_bar(benchmark::State& state) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compile cost of traced graphs (issue 4's bars): generates TUs tracing elementwise chains of 8, 32
+# Compile cost of traced graphs (targets in docs/compile-time-tracing.md): generates TUs tracing elementwise chains of 8, 32
 # and 128 nodes and ResNet-18 (examples/models/resnet.hpp), compiles each alone with g++ -O2
 # -march=native under /usr/bin/time -v, and prints wall and CPU seconds and peak compiler memory.
 #

@@ -145,7 +145,7 @@ case_result run_case(const fs::path& dir) {
   return r;
 }
 
-/// The ops the issue names: their cases must run, or be skipped for an attribute, element type or
+/// The required ops: their cases must run, or be skipped for an attribute, element type or
 /// form (1-D/3-D, extra outputs) tracemod lacks, never for the op itself.
 bool is_required(const std::string& name) {
   static const std::vector<std::string> ops{

@@ -101,8 +101,8 @@ struct conv2d_epilogue {
   activation act = activation::none;
 };
 
-/// How conv2d computes: `automatic` picks per layer (the rule and its measurements are in
-/// docs/kernels.md); `direct` forces the direct kernels (im2col GEMM, depthwise loop, 1x1 GEMM);
+/// How conv2d computes: `automatic` picks per layer (the rule and why: docs/kernels.md, "How the
+/// path is chosen"); `direct` forces the direct kernels (im2col GEMM, depthwise loop, 1x1 GEMM);
 /// `winograd` forces Winograd (F(4x4, 3x3), or F(2x2, 3x3) where conv2d_winograd_tile says), which
 /// only 3x3 stride-1 undilated ungrouped convolutions support.
 enum class conv2d_algorithm { automatic, direct, winograd };
@@ -135,7 +135,7 @@ inline winograd_tiling winograd_tiling_of(const conv2d_geometry& g, std::int64_t
 /// that many filters the products wait on reading them from L3 or memory (a 7x7 plane at batch 1
 /// with 512 channels: 4 tiles, 37.7 MB); F(2x2) reads 2.25x less, with 4x the tiles to reuse it on,
 /// for 1.8x the multiplications. The threshold lies between the sizes where each tile size was
-/// measured faster (docs/kernels.md, "Winograd F(2x2, 3x3) for few tiles").
+/// measured faster (docs/kernels.md, "Winograd", tile size).
 inline constexpr std::int64_t winograd_f2_min_filter_bytes = std::int64_t{12} << 20;
 
 inline std::int64_t winograd_tile_size(const conv2d_geometry& g) {
@@ -161,8 +161,8 @@ inline bool runs_conv_direct(const conv2d_geometry& g) {
 /// beforehand (conv2d_winograd_filters, kept by the caller).
 enum class winograd_filters { per_call, prepared };
 
-/// Tiles per call from which Winograd beats the im2col GEMM, by where its filters come from. The
-/// measurements behind them are in docs/kernels.md.
+/// Tiles per call from which Winograd beats the im2col GEMM, by where its filters come from
+/// (docs/kernels.md, "How the path is chosen", says why).
 inline constexpr std::int64_t winograd_min_tiles = 32;
 inline constexpr std::int64_t winograd_min_tiles_prepared = 16;
 
@@ -213,7 +213,7 @@ inline void conv2d_depthwise(const conv2d_geometry& g, const float* input, const
   parallel_for(0, g.n * g.k, 4, [&](std::int64_t lo, std::int64_t hi) {
     const auto plane = [&](std::int64_t p) {
       // No division in the common case (batch 1, one filter per channel): on 7x7 planes a 64-bit
-      // division per plane measured 5-7 % of the layer (docs/kernels.md, "Depthwise").
+      // division per plane measured 5-7 % of the layer.
       const std::int64_t b = g.n == 1 ? 0 : p / g.k, o = p - b * g.k, channel = kg == 1 ? o : o / kg;
       return conv_depthwise_plane{input + (b * g.c + channel) * g.h * g.w, weight + o * taps,
                                   e.bias != nullptr ? e.bias[o] : 0.0f, out + p * out_plane,

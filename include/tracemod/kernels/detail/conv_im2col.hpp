@@ -58,7 +58,7 @@ inline void conv_pad_input_rows(const float* src, std::int64_t h, std::int64_t w
 /// in its conv_input scratch: made by conv_pad_input_rows on the thread's first request for a given
 /// `call` (a number from conv_padding_call(), one per convolution call) and `x`, then reused by its
 /// later requests. Each thread that packs columns pads for itself: no join between padding and the
-/// GEMM, and no thread reads padded rows another core wrote (docs/kernels.md, session 33). The
+/// GEMM, and no thread reads padded rows another core wrote (docs/kernels.md, "im2col GEMM"). The
 /// copies hold the same values, so the thread count changes no bit.
 inline const float* conv_padded_input(std::uint64_t call, const float* x, std::int64_t channels, std::int64_t h,
                                       std::int64_t w, std::int64_t pad_h, std::int64_t pad_w) {

@@ -580,7 +580,7 @@ struct winograd_filter_source {
 ///   too many for panel groups) and either kept or within L2: each thread runs its input transform,
 ///   products (reading the kept U, or its own U transformed on the call) and output transform, so
 ///   V and the products stay with the core that wrote them. Split by stages instead, 64@56 and
-///   128@28 (1 MiB L2) ran no faster at two threads than at one (docs/kernels.md, session 31).
+///   128@28 (1 MiB L2) ran no faster at two threads than at one (docs/kernels.md, "Winograd").
 /// - otherwise as one block of all tiles, each stage split between the threads.
 /// The splits do not change any bit: a GEMM row's or column's values do not depend on the others.
 template <std::int64_t M>

@@ -1,6 +1,6 @@
 // How much work a kernel gives each thread at least. Below twice its grain a kernel runs on the
 // calling thread: a parallel_for costs a fork and a join, which small problems cannot repay. The
-// grains come from measurements (bench/bench_parallel.cpp; docs/kernels.md, "Threads", has the
+// grains come from measurements (bench/bench_parallel.cpp; docs/kernels.md, "Grains", has the
 // figures): a thread's share must take at least about twice a fork-join (7 us measured with
 // OMP_WAIT_POLICY=passive on a loaded 2-core machine, 1-3 us on an idle one) at the single-thread
 // rate of the family's kernel, rounded to a power of two.
