@@ -119,54 +119,58 @@ inline constexpr std::int64_t gemm_row_split_min_rows = 128;
 /// computing (gemm_blocked): four L2s' worth, so the buffers stay within the caches of a few cores.
 [[nodiscard]] inline std::int64_t gemm_packed_whole_bytes() { return 4 * cache_sizes().l2; }
 
-/// C = alpha * op(A) op(B) + bias + beta * C for m, n, k > 0, where op(A) is `a` (m x k), op(B) (k x n)
-/// is either packed block by block as the driver goes (`b` a callable: b(dst, k0, kc, j0, nc) writes
-/// what gemm_pack_b would) or packed once beforehand (`b` a gemm_packed_b: no packing at all; the
-/// same bits as the callable packing the same matrix), and the optional bias holds one value per
-/// row of C. The optional residual (laid out like C) is added and
-/// `act` applied as each tile of the last k block is stored, while it is in registers (the
-/// convolution epilogue).
-///
-/// The blocks do not depend on the thread count: n is cut into blocks of nc_max columns, k into
-/// blocks of kc_max, and each output tile is the same micro-kernel over the same k blocks in the same
-/// order, whichever thread runs it; k is never split (that would change the summation order), so
-/// results are bit-identical at any thread count. Threads split the work in one of three ways:
-/// - column split, when op(A)'s rows are read in place and C has enough NR-wide column panels for
-///   every thread (the GEMMs of batch-1 convolutions on planes of 14x14 and more): one parallel region for
-///   the whole product; each thread takes a contiguous range of panels over all of n, packs them
-///   into its own buffer and runs every row panel against them, so what it packs stays in its own
-///   cache and no thread waits for another's packing.
-/// - row split, when op(A)'s rows are read in place, the column split is not taken and C has at
-///   least gemm_row_split_min_rows rows for each thread the tile split would use (the GEMMs of
-///   batch-1 convolutions on 7x7 planes with 256 filters and more): one region; each thread packs
-///   all of op(B) into its own buffer and runs its contiguous range of row panels against it.
-///   Packing is repeated on every thread, but there is no join between packing and tiles, and no
-///   thread reads op(B) lines another core wrote.
-/// - tile split otherwise: the output tiles of each block (row panel x column panel, row-major) are
-///   split across threads, each thread taking the same share of every k block. When the packed
-///   operands fit in gemm_packed_whole_bytes(), op(B) and a packed op(A) are first packed whole in
-///   one region (split over (k block, panel) items), then one more region runs all the tiles. Else,
-///   per k block, a packed op(A)'s row panels are packed in parallel into one shared buffer, once for
-///   all column blocks; per block of op(B), its panels are packed in parallel into another, then the
-///   block's tiles are split.
-template <class PackB>
-inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const strided_matrix& a,
-                         PackB&& pack_b, float beta, const float* bias, const strided_output& c,
-                         const float* residual = nullptr, activation act = activation::none) {
-  constexpr bool prepacked = std::same_as<std::remove_cvref_t<PackB>, gemm_packed_b>;
-  const gemm_blocking_t& blocking = gemm_blocking();
-  const std::int64_t kc_max = balanced_block(k, blocking.kc, 1);
-  const std::int64_t nc_max = balanced_block(n, blocking.nc, gemm_nr);
-  // Rows of op(A) that are contiguous in k are read in place; others are packed per row panel.
-  const bool a_in_place = a.cs == 1;
-  const std::int64_t row_panels = (m + gemm_mr - 1) / gemm_mr;
+/// Block (j0, k0) of an op(B) laid out as gemm_packed_b lays it out (k rows), at `data`: its panels
+/// in place (j0 a multiple of NR, so its first panel starts at j0 * k).
+template <class T>
+[[nodiscard]] inline T* gemm_block_in_place(T* data, std::int64_t k, std::int64_t j0, std::int64_t k0) noexcept {
+  return data + j0 * k + k0 * gemm_nr;
+}
 
-  // Work items [t_begin, t_end) of one row panel of a packed block: tiles t, and with t == tiles the
-  // dot-product columns. What depends only on the row panel is set up once for all of them, so a
-  // tile costs its micro-kernel call and little else. `a_packed` holds op(A)'s row panels for the
-  // block's k range when op(A) is not read in place.
-  const auto run_row_panel = [&](const gemm_packed_block& pb, std::int64_t panel, std::int64_t t_begin,
-                                 std::int64_t t_end, const float* a_packed) {
+/// Contiguous copies of a packed block's dot columns out of its panels (the block's `columns`).
+inline void gemm_copy_dot_columns(const gemm_packed_block& pb, float* columns) noexcept {
+  for (std::int64_t t = 0; t < pb.blk.dot_columns; ++t) {
+    const std::int64_t j = pb.blk.tiled + t;
+    const float* panel = pb.b + j / gemm_nr * pb.panel_stride + j % gemm_nr;
+    for (std::int64_t p = 0; p < pb.kc; ++p) columns[t * pb.kc + p] = panel[p * gemm_nr];
+  }
+}
+
+/// How gemm_blocked's threads share the work (see gemm_blocked), and how many take part.
+enum class gemm_split_kind { column, row, tile_packed_whole, tile_per_block };
+struct gemm_split {
+  gemm_split_kind kind;
+  int threads;
+};
+
+/// One product of gemm_blocked: its operands, its blocking, and the ways of running it.
+template <class PackB>
+struct gemm_blocked_product {
+  static constexpr bool prepacked = std::same_as<std::remove_cvref_t<PackB>, gemm_packed_b>;
+
+  std::int64_t m, n, k;
+  float alpha;
+  const strided_matrix& a;
+  PackB& pack_b;
+  float beta;
+  const float* bias;
+  const strided_output& c;
+  const float* residual;
+  activation act;
+  std::int64_t kc_max = balanced_block(k, gemm_blocking().kc, 1);
+  std::int64_t nc_max = balanced_block(n, gemm_blocking().nc, gemm_nr);
+  // Rows of op(A) that are contiguous in k are read in place; others are packed per row panel.
+  bool a_in_place = a.cs == 1;
+  std::int64_t row_panels = (m + gemm_mr - 1) / gemm_mr;
+  // NR-wide panels counted over all of n (nc_max is a multiple of NR, so the blocks' panels are
+  // these).
+  std::int64_t panels = (n + gemm_nr - 1) / gemm_nr;
+
+  /// Work items [t_begin, t_end) of one row panel of a packed block: tiles t, and with t == tiles
+  /// the dot-product columns. What depends only on the row panel is set up once for all of them,
+  /// so a tile costs its micro-kernel call and little else. `a_packed` holds op(A)'s row panels for
+  /// the block's k range when op(A) is not read in place.
+  void run_row_panel(const gemm_packed_block& pb, std::int64_t panel, std::int64_t t_begin, std::int64_t t_end,
+                     const float* a_packed) const {
     const gemm_column_block& blk = pb.blk;
     const std::int64_t k0 = pb.k0, kc = pb.kc;
     const bool first_block = k0 == 0;      // later k blocks accumulate onto what it wrote
@@ -178,7 +182,7 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     gemm_epilogue epilogue{alpha, first_block ? beta : 1.0f, first_block && bias != nullptr ? bias + i0 : nullptr};
     if (last_block) epilogue.act = act;
     const gemm_tile_fn whole_tile = gemm_tile_update_for(rows, gemm_nr, !a_in_place);
-    // Locals, not the closure's references, so they stay in registers across the tile calls.
+    // Locals, not the members, so they stay in registers across the tile calls.
     const std::int64_t a_rs = a.rs, c_rs = c.rs, c_cs = c.cs, panel_stride = pb.panel_stride;
     const std::int64_t tile_end = std::min(t_end, blk.tiles), tiled_end = blk.j0 + blk.tiled;
     // A row panel's first tile reads its rows of op(A) from memory, the others from L1: the first
@@ -199,73 +203,86 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
       const float* const r = residual_rows != nullptr ? residual_rows + j * c.cs : nullptr;
       if (epilogue.act != activation::none || r != nullptr) finish_run(c_rows + j * c.cs, rows, c.rs, r, epilogue.act);
     }
-  };
-  // Work items [lo, hi) of a packed block, numbered row-major over (row panel, t), a row panel at a
-  // time.
-  const auto run_items = [&](const gemm_packed_block& pb, std::int64_t lo, std::int64_t hi, const float* a_packed) {
+  }
+
+  /// Work items [lo, hi) of a packed block, numbered row-major over (row panel, t), a row panel at
+  /// a time.
+  void run_items(const gemm_packed_block& pb, std::int64_t lo, std::int64_t hi, const float* a_packed) const {
     const std::int64_t per_row = pb.blk.items_per_row;
     for (std::int64_t item = lo; item < hi;) {
       const std::int64_t panel = item / per_row, t = item % per_row, t_end = std::min(per_row, t + (hi - item));
       run_row_panel(pb, panel, t, t_end, a_packed);
       item += t_end - t;
     }
-  };
-  // Contiguous copies of the dot columns out of the packed panels (the block's `columns`).
-  const auto copy_dot_columns = [](const gemm_packed_block& pb, float* columns) {
-    for (std::int64_t t = 0; t < pb.blk.dot_columns; ++t) {
-      const std::int64_t j = pb.blk.tiled + t;
-      const float* panel = pb.b + j / gemm_nr * pb.panel_stride + j % gemm_nr;
-      for (std::int64_t p = 0; p < pb.kc; ++p) columns[t * pb.kc + p] = panel[p * gemm_nr];
-    }
-  };
-  // Block (j0, k0) of an op(B) laid out as gemm_packed_b lays it out, at `data`: its panels in place
-  // (j0 a multiple of NR, so its first panel starts at j0 * k).
-  const auto block_in_place = [k](auto* data, std::int64_t j0, std::int64_t k0) {
-    return data + j0 * k + k0 * gemm_nr;
-  };
-  // The same block of op(B) packed beforehand (null when the driver packs).
-  const auto packed_once = [&](std::int64_t j0, std::int64_t k0) {
-    if constexpr (prepacked) return block_in_place(pack_b.data, j0, k0);
-    return static_cast<const float*>(nullptr);
-  };
+  }
 
-  // Column split: NR-wide panels counted over all of n (nc_max is a multiple of NR, so the blocks'
-  // panels are these).
-  const std::int64_t panels = (n + gemm_nr - 1) / gemm_nr;
-  // A panel costs its tiles' flops over all of k plus its packing (a packed float ~ 32 flops).
-  const std::int64_t panel_grain = grain_in_items(grains().gemm_flops, (2 * m + 32) * gemm_nr * k);
-  const int split = parallel_chunk_count(0, panels, panel_grain);
-  // Shares of whole panels with about n / split columns each: share s is panels [first_panel(s),
-  // first_panel(s + 1)), the first panel whose first column is nearest s * n / split.
-  const auto first_column = [&](std::int64_t q) { return std::min(n, q * gemm_nr); };
-  const auto first_panel = [&](std::int64_t s) {
+  /// Block (j0, k0) of op(B) packed beforehand (null when the driver packs).
+  [[nodiscard]] const float* packed_once(std::int64_t j0, std::int64_t k0) const noexcept {
+    if constexpr (prepacked) return gemm_block_in_place(pack_b.data, k, j0, k0);
+    return nullptr;
+  }
+
+  /// First column of NR-wide panel q (n past the last).
+  [[nodiscard]] std::int64_t first_column(std::int64_t q) const noexcept { return std::min(n, q * gemm_nr); }
+
+  /// The column split's shares of whole panels with about n / split columns each: share s is panels
+  /// [first_panel(s), first_panel(s + 1)), the first panel whose first column is nearest s * n / split.
+  [[nodiscard]] std::int64_t first_panel(std::int64_t s, int split) const noexcept {
     if (s == split) return panels;
     const std::int64_t target = n * s / split;
     std::int64_t q = 0;
     while (q < panels && 2 * first_column(q + 1) <= 2 * target + gemm_nr) ++q;
     return q;
-  };
-  bool balanced = a_in_place && split > 1;
-  for (std::int64_t s = 0; balanced && s < split; ++s) {
-    const std::int64_t lo = first_panel(s), hi = first_panel(s + 1);
-    balanced = hi - lo >= gemm_column_split_min_panels &&
-               (first_column(hi) - first_column(lo)) * split * 10 <= n * gemm_column_split_imbalance_tenths;
   }
-  // Per-chunk buffers of kc_max x nc_max floats for `chunks` threads packing op(B) each for itself
-  // (none when op(B) comes packed).
-  const auto share_buffers = [&](int chunks) {
+
+  /// Whether the column split's shares among `split` threads each hold enough panels and not too
+  /// many columns (gemm_column_split_min_panels, gemm_column_split_imbalance_tenths).
+  [[nodiscard]] bool column_split_balanced(int split) const noexcept {
+    bool balanced = a_in_place && split > 1;
+    for (std::int64_t s = 0; balanced && s < split; ++s) {
+      const std::int64_t lo = first_panel(s, split), hi = first_panel(s + 1, split);
+      balanced = hi - lo >= gemm_column_split_min_panels &&
+                 (first_column(hi) - first_column(lo)) * split * 10 <= n * gemm_column_split_imbalance_tenths;
+    }
+    return balanced;
+  }
+
+  /// The thread strategy and its thread count, taken in gemm_blocked's order of preference.
+  [[nodiscard]] gemm_split choose_split() const {
+    // A panel costs its tiles' flops over all of k plus its packing (a packed float ~ 32 flops).
+    const int split = parallel_chunk_count(0, panels, grain_in_items(grains().gemm_flops, (2 * m + 32) * gemm_nr * k));
+    if (column_split_balanced(split)) return {gemm_split_kind::column, split};
+    const int workers = parallel_chunk_count(0, row_panels * panels,
+                                             grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * k));
+    const std::int64_t row_grain = std::max(gemm_row_split_min_rows / gemm_mr,
+                                            grain_in_items(grains().gemm_flops, 2 * gemm_mr * n * k));
+    const int row_split = a_in_place ? parallel_chunk_count(0, row_panels, row_grain) : 1;
+    if (row_split > 1 && row_split >= workers) return {gemm_split_kind::row, row_split};
+    if (workers > 1 && (whole_b_floats() + whole_a_floats()) * std::int64_t{sizeof(float)} <= gemm_packed_whole_bytes())
+      return {gemm_split_kind::tile_packed_whole, workers};
+    return {gemm_split_kind::tile_per_block, workers};
+  }
+
+  /// Floats of op(B) and of op(A) packed whole (0 for an operand that is not packed).
+  [[nodiscard]] std::int64_t whole_b_floats() const noexcept { return prepacked ? 0 : gemm_packed_b_size(k, n); }
+  [[nodiscard]] std::int64_t whole_a_floats() const noexcept { return a_in_place ? 0 : row_panels * gemm_mr * k; }
+
+  /// Per-chunk buffers of kc_max x nc_max floats for `chunks` threads packing op(B) each for itself
+  /// (none when op(B) comes packed).
+  [[nodiscard]] float* share_buffers(int chunks) const {
     return prepacked ? nullptr
                      : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(chunks * kc_max * nc_max));
-  };
-  // Columns [col_lo, col_hi) (both multiples of NR, or col_hi == n) against row panels [row_lo,
-  // row_hi), op(B) packed per (column block, k block) into chunk `chunk`'s buffer of `buffers`
-  // (share_buffers): one thread's share of the column split or of the row split. The share is cut
-  // into blocks of its own, at most nc_max wide, so each row panel of op(A) is read once per block
-  // for all the share's tiles in it (not once more where the share crosses a block of the whole
-  // product). Blocks start at multiples of NR, so the dot columns are the same as in any other
-  // blocking: the last n % simd_width of n, if few enough.
-  const auto run_share = [&](float* buffers, int chunk, std::int64_t col_lo, std::int64_t col_hi, std::int64_t row_lo,
-                             std::int64_t row_hi) {
+  }
+
+  /// Columns [col_lo, col_hi) (both multiples of NR, or col_hi == n) against row panels [row_lo,
+  /// row_hi), op(B) packed per (column block, k block) into chunk `chunk`'s buffer of `buffers`
+  /// (share_buffers): one thread's share of the column split or of the row split. The share is cut
+  /// into blocks of its own, at most nc_max wide, so each row panel of op(A) is read once per block
+  /// for all the share's tiles in it (not once more where the share crosses a block of the whole
+  /// product). Blocks start at multiples of NR, so the dot columns are the same as in any other
+  /// blocking: the last n % simd_width of n, if few enough.
+  void run_share(float* buffers, int chunk, std::int64_t col_lo, std::int64_t col_hi, std::int64_t row_lo,
+                 std::int64_t row_hi) const {
     float* const b = prepacked ? nullptr : buffers + chunk * kc_max * nc_max;
     std::array<float, gemm_dot_columns * gemm_kc> columns;
     const std::int64_t block = balanced_block(col_hi - col_lo, nc_max, gemm_nr);
@@ -276,71 +293,62 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
         if constexpr (!prepacked) pack_b(b, k0, kc, j0, blk.nc);
         const gemm_packed_block pb{blk, k0, kc, prepacked ? packed_once(j0, k0) : b, gemm_nr * (prepacked ? k : kc),
                                    columns.data()};
-        copy_dot_columns(pb, columns.data());
+        gemm_copy_dot_columns(pb, columns.data());
         for (std::int64_t panel = row_lo; panel < row_hi; ++panel)
           run_row_panel(pb, panel, 0, blk.items_per_row, nullptr);
       }
     }
-  };
-  if (balanced) {
+  }
+
+  /// Column split: each of `split` threads runs its share of the panels against every row panel.
+  void run_column_split(int split) const {
     float* const buffers = share_buffers(split);
     parallel_for(0, split, 1, [&](int chunk, std::int64_t, std::int64_t) {
-      run_share(buffers, chunk, first_column(first_panel(chunk)), first_column(first_panel(chunk + 1)), 0, row_panels);
+      run_share(buffers, chunk, first_column(first_panel(chunk, split)), first_column(first_panel(chunk + 1, split)),
+                0, row_panels);
     });
-    return;
   }
 
-  // Threads of the tile split (below).
-  const int workers = parallel_chunk_count(0, row_panels * panels,
-                                           grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * k));
-
-  // Row split: op(A) read in place, too few column panels for the column split, and at least
-  // gemm_row_split_min_rows rows (and a grain of flops) for each of as many threads as the tile
-  // split would use. Each thread packs all of op(B) into its own buffer and runs its range of row
-  // panels against it, in one region: no join between packing and tiles, and no thread reads op(B)
-  // lines that another core wrote.
-  const std::int64_t row_grain = std::max(gemm_row_split_min_rows / gemm_mr,
-                                          grain_in_items(grains().gemm_flops, 2 * gemm_mr * n * k));
-  const int row_split = a_in_place ? parallel_chunk_count(0, row_panels, row_grain) : 1;
-  if (row_split > 1 && row_split >= workers) {
-    float* const buffers = share_buffers(row_split);
-    parallel_for(0, row_split, 1, [&](int chunk, std::int64_t, std::int64_t) {
-      run_share(buffers, chunk, 0, n, row_panels * chunk / row_split, row_panels * (chunk + 1) / row_split);
+  /// Row split: each of `split` threads runs its range of row panels against all of op(B).
+  void run_row_split(int split) const {
+    float* const buffers = share_buffers(split);
+    parallel_for(0, split, 1, [&](int chunk, std::int64_t, std::int64_t) {
+      run_share(buffers, chunk, 0, n, row_panels * chunk / split, row_panels * (chunk + 1) / split);
     });
-    return;
   }
 
-  // Tile split with everything packed first, when more than one thread takes part: one region packs
-  // every k block of op(B) (laid out as gemm_packed_b) and of a packed op(A); a second runs the
-  // tiles, each thread taking the same share of every block's items through all k blocks. Two joins
-  // per call instead of two per k block (5 to 9 in a 14x14 or 7x7 convolution), and a 7x7 plane's
-  // two panels are packed on both threads, not on one. Each tile still sees the k blocks in
-  // ascending order, on one thread: the same bits.
-  const std::int64_t b_floats = prepacked ? 0 : gemm_packed_b_size(k, n);
-  const std::int64_t a_floats = a_in_place ? 0 : row_panels * gemm_mr * k;
-  if (workers > 1 && (b_floats + a_floats) * std::int64_t{sizeof(float)} <= gemm_packed_whole_bytes()) {
-    float* const b_whole = prepacked ? nullptr : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(b_floats));
-    float* const a_whole = a_in_place ? nullptr : scratch(scratch_slot::gemm_a_panels, static_cast<std::size_t>(a_floats));
-    // Pack items per k block: op(B)'s NR-wide panels (unless packed beforehand), then op(A)'s row
-    // panels (unless read in place).
+  /// Every k block of op(B) into b_whole (laid out as gemm_packed_b; unless packed beforehand) and
+  /// of a packed op(A) into a_whole (unless read in place), in one region split over (k block,
+  /// panel) items.
+  void pack_whole(float* b_whole, float* a_whole) const {
     const std::int64_t pack_items = (prepacked ? 0 : panels) + (a_in_place ? 0 : row_panels);
-    if (pack_items > 0)
-      parallel_for(0, (k + kc_max - 1) / kc_max * pack_items, grain_in_items(grains().gemm_flops, 32 * kc_max * gemm_nr),
-                   [&](std::int64_t lo, std::int64_t hi) {
-                     for (std::int64_t item = lo; item < hi; ++item) {
-                       const std::int64_t k0 = item / pack_items * kc_max, kc = std::min(kc_max, k - k0);
-                       const std::int64_t p = item % pack_items;
-                       if constexpr (!prepacked)
-                         if (p < panels) {
-                           pack_b(block_in_place(b_whole, p * gemm_nr, k0), k0, kc, p * gemm_nr,
-                                  std::min(gemm_nr, n - p * gemm_nr));
-                           continue;
-                         }
-                       const std::int64_t panel = prepacked ? p : p - panels;
-                       gemm_pack_a(a, panel * gemm_mr, std::min(gemm_mr, m - panel * gemm_mr), k0, kc,
-                                   a_whole + k0 * row_panels * gemm_mr + panel * gemm_mr * kc);
-                     }
-                   });
+    if (pack_items == 0) return;
+    parallel_for(0, (k + kc_max - 1) / kc_max * pack_items, grain_in_items(grains().gemm_flops, 32 * kc_max * gemm_nr),
+                 [&](std::int64_t lo, std::int64_t hi) {
+                   for (std::int64_t item = lo; item < hi; ++item) {
+                     const std::int64_t k0 = item / pack_items * kc_max, kc = std::min(kc_max, k - k0);
+                     const std::int64_t p = item % pack_items;
+                     if constexpr (!prepacked)
+                       if (p < panels) {
+                         pack_b(gemm_block_in_place(b_whole, k, p * gemm_nr, k0), k0, kc, p * gemm_nr,
+                                std::min(gemm_nr, n - p * gemm_nr));
+                         continue;
+                       }
+                     const std::int64_t panel = prepacked ? p : p - panels;
+                     gemm_pack_a(a, panel * gemm_mr, std::min(gemm_mr, m - panel * gemm_mr), k0, kc,
+                                 a_whole + k0 * row_panels * gemm_mr + panel * gemm_mr * kc);
+                   }
+                 });
+  }
+
+  /// Tile split with everything packed first (pack_whole), then one region where each of `workers`
+  /// threads takes the same share of every block's items through all k blocks.
+  void run_tile_split_packed_whole(int workers) const {
+    float* const b_whole =
+        prepacked ? nullptr : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(whole_b_floats()));
+    float* const a_whole =
+        a_in_place ? nullptr : scratch(scratch_slot::gemm_a_panels, static_cast<std::size_t>(whole_a_floats()));
+    pack_whole(b_whole, a_whole);
     const float* const b_packed = prepacked ? packed_once(0, 0) : b_whole;  // whole, in gemm_packed_b's layout
     parallel_for(0, workers, 1, [&](int worker, std::int64_t, std::int64_t) {
       std::array<float, gemm_dot_columns * gemm_kc> columns;
@@ -349,49 +357,101 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
         for (std::int64_t j0 = 0; j0 < n; j0 += nc_max) {
           const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
           const std::int64_t items_per_row = blk.items_per_row, items = row_panels * items_per_row;
-          const gemm_packed_block pb{blk, k0, kc, block_in_place(b_packed, j0, k0), gemm_nr * k, columns.data()};
+          const gemm_packed_block pb{blk, k0, kc, gemm_block_in_place(b_packed, k, j0, k0), gemm_nr * k,
+                                     columns.data()};
           const std::int64_t lo = items * worker / workers, hi = items * (worker + 1) / workers;
           // With dot columns, t == tiles ends every row panel: the first such item from lo on.
-          if (blk.dot_columns > 0 && lo - lo % items_per_row + blk.tiles < hi) copy_dot_columns(pb, columns.data());
+          if (blk.dot_columns > 0 && lo - lo % items_per_row + blk.tiles < hi) gemm_copy_dot_columns(pb, columns.data());
           run_items(pb, lo, hi, a_in_place ? nullptr : a_whole + k0 * row_panels * gemm_mr);
         }
       }
     });
-    return;
   }
 
-  // Tile split. k blocks outermost, so a packed op(A) is packed once per k block (all its row
-  // panels, in parallel) and read by every column block; each output tile still sees the k blocks
-  // in ascending order.
-  float* const b_panels =
-      prepacked ? nullptr : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(kc_max * nc_max));
-  float* const a_panels =
-      a_in_place ? nullptr : scratch(scratch_slot::gemm_a_panels, static_cast<std::size_t>(row_panels * gemm_mr * kc_max));
-  for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
-    const std::int64_t kc = std::min(kc_max, k - k0);
-    if (!a_in_place)
-      parallel_for(0, row_panels, grain_in_items(grains().gemm_flops, 32 * kc * gemm_mr),
-                   [&](std::int64_t lo, std::int64_t hi) {
-                     for (std::int64_t panel = lo; panel < hi; ++panel)
-                       gemm_pack_a(a, panel * gemm_mr, std::min(gemm_mr, m - panel * gemm_mr), k0, kc,
-                                   a_panels + panel * gemm_mr * kc);
-                   });
-    for (std::int64_t j0 = 0; j0 < n; j0 += nc_max) {
-      const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
-      // Packing a float (a copy, or an im2col gather) costs about as long as 32 flops of the tiles.
-      if constexpr (!prepacked)
-        parallel_for(0, blk.panels, grain_in_items(grains().gemm_flops, 32 * kc * gemm_nr),
+  /// Tile split per block: k blocks outermost, so a packed op(A) is packed once per k block (all
+  /// its row panels, in parallel) and read by every column block; per column block, its panels of
+  /// op(B) are packed in parallel, then its tiles split. Each output tile still sees the k blocks in
+  /// ascending order.
+  void run_tile_split_per_block() const {
+    float* const b_panels =
+        prepacked ? nullptr : scratch(scratch_slot::gemm_b_panels, static_cast<std::size_t>(kc_max * nc_max));
+    float* const a_panels = a_in_place ? nullptr
+                                       : scratch(scratch_slot::gemm_a_panels,
+                                                 static_cast<std::size_t>(row_panels * gemm_mr * kc_max));
+    for (std::int64_t k0 = 0; k0 < k; k0 += kc_max) {
+      const std::int64_t kc = std::min(kc_max, k - k0);
+      if (!a_in_place)
+        parallel_for(0, row_panels, grain_in_items(grains().gemm_flops, 32 * kc * gemm_mr),
                      [&](std::int64_t lo, std::int64_t hi) {
-                       const std::int64_t first = lo * gemm_nr, last = std::min(blk.nc, hi * gemm_nr);
-                       pack_b(b_panels + first * kc, k0, kc, j0 + first, last - first);
+                       for (std::int64_t panel = lo; panel < hi; ++panel)
+                         gemm_pack_a(a, panel * gemm_mr, std::min(gemm_mr, m - panel * gemm_mr), k0, kc,
+                                     a_panels + panel * gemm_mr * kc);
                      });
-      std::array<float, gemm_dot_columns * gemm_kc> columns;
-      const gemm_packed_block pb{blk, k0, kc, prepacked ? packed_once(j0, k0) : b_panels, gemm_nr * (prepacked ? k : kc),
-                                 columns.data()};
-      copy_dot_columns(pb, columns.data());
-      parallel_for(0, row_panels * blk.items_per_row, grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * kc),
-                   [&](std::int64_t lo, std::int64_t hi) { run_items(pb, lo, hi, a_panels); });
+      for (std::int64_t j0 = 0; j0 < n; j0 += nc_max) {
+        const gemm_column_block blk(j0, std::min(nc_max, n - j0), a_in_place);
+        // Packing a float (a copy, or an im2col gather) costs about as long as 32 flops of the tiles.
+        if constexpr (!prepacked)
+          parallel_for(0, blk.panels, grain_in_items(grains().gemm_flops, 32 * kc * gemm_nr),
+                       [&](std::int64_t lo, std::int64_t hi) {
+                         const std::int64_t first = lo * gemm_nr, last = std::min(blk.nc, hi * gemm_nr);
+                         pack_b(b_panels + first * kc, k0, kc, j0 + first, last - first);
+                       });
+        std::array<float, gemm_dot_columns * gemm_kc> columns;
+        const gemm_packed_block pb{blk, k0, kc, prepacked ? packed_once(j0, k0) : b_panels,
+                                   gemm_nr * (prepacked ? k : kc), columns.data()};
+        gemm_copy_dot_columns(pb, columns.data());
+        parallel_for(0, row_panels * blk.items_per_row,
+                     grain_in_items(grains().gemm_flops, 2 * gemm_mr * gemm_nr * kc),
+                     [&](std::int64_t lo, std::int64_t hi) { run_items(pb, lo, hi, a_panels); });
+      }
     }
+  }
+};
+
+/// C = alpha * op(A) op(B) + bias + beta * C for m, n, k > 0, where op(A) is `a` (m x k), op(B) (k x n)
+/// is either packed block by block as the driver goes (`b` a callable: b(dst, k0, kc, j0, nc) writes
+/// what gemm_pack_b would) or packed once beforehand (`b` a gemm_packed_b: no packing at all; the
+/// same bits as the callable packing the same matrix), and the optional bias holds one value per
+/// row of C. The optional residual (laid out like C) is added and `act` applied as each tile of the
+/// last k block is stored, while it is in registers (the convolution epilogue).
+///
+/// The blocks do not depend on the thread count: n is cut into blocks of nc_max columns, k into
+/// blocks of kc_max, and each output tile is the same micro-kernel over the same k blocks in the same
+/// order, whichever thread runs it; k is never split (that would change the summation order), so
+/// results are bit-identical at any thread count. Threads split the work in one of four ways, the
+/// first that applies (gemm_blocked_product::choose_split):
+/// - column split, when op(A)'s rows are read in place and C has enough NR-wide column panels for
+///   every thread (the GEMMs of batch-1 convolutions on planes of 14x14 and more): one parallel region for
+///   the whole product; each thread takes a contiguous range of panels over all of n, packs them
+///   into its own buffer and runs every row panel against them, so what it packs stays in its own
+///   cache and no thread waits for another's packing.
+/// - row split, when op(A)'s rows are read in place, the column split is not taken and C has at
+///   least gemm_row_split_min_rows rows for each thread the tile split would use (the GEMMs of
+///   batch-1 convolutions on 7x7 planes with 256 filters and more): one region; each thread packs
+///   all of op(B) into its own buffer and runs its contiguous range of row panels against it.
+///   Packing is repeated on every thread, but there is no join between packing and tiles, and no
+///   thread reads op(B) lines another core wrote.
+/// - tile split with everything packed first, when more than one thread takes part and the packed
+///   operands fit in gemm_packed_whole_bytes(): op(B) and a packed op(A) are packed whole in one
+///   region (split over (k block, panel) items), then one more region runs all the tiles, each
+///   thread taking the same share of every block's items. Two joins per call instead of two per k
+///   block, and a 7x7 plane's two panels are packed on both threads, not on one.
+/// - tile split per block otherwise: per k block, a packed op(A)'s row panels are packed in
+///   parallel into one shared buffer, once for all column blocks; per block of op(B), its panels
+///   are packed in parallel into another, then the block's tiles (row panel x column panel,
+///   row-major) are split.
+template <class PackB>
+inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const strided_matrix& a,
+                         PackB&& pack_b, float beta, const float* bias, const strided_output& c,
+                         const float* residual = nullptr, activation act = activation::none) {
+  const gemm_blocked_product<std::remove_reference_t<PackB>> product{m,    n,    k, alpha,    a,
+                                                                     pack_b, beta, bias, c, residual, act};
+  const gemm_split split = product.choose_split();
+  switch (split.kind) {
+    case gemm_split_kind::column: product.run_column_split(split.threads); return;
+    case gemm_split_kind::row: product.run_row_split(split.threads); return;
+    case gemm_split_kind::tile_packed_whole: product.run_tile_split_packed_whole(split.threads); return;
+    case gemm_split_kind::tile_per_block: product.run_tile_split_per_block(); return;
   }
 }
 
