@@ -12,6 +12,7 @@
 #include <tracemod/kernels/detail/elementwise_math.hpp>
 #include <tracemod/kernels/simd.hpp>
 
+#include <array>
 #include <concepts>
 #include <cstdint>
 #include <string>
@@ -166,21 +167,21 @@ void binary_broadcast(const Op& op, const float* a, const Shape& sa, const float
                       ", the broadcast of " + sa.to_string() + " and " + sb.to_string());
   if (sy.numel() == 0) return;
 
-  const detail::broadcast_loops loops = detail::plan_broadcast(sa, sb, sy);
-  const std::size_t inner = loops.rank - 1;
-  const std::int64_t n = loops.extent[inner];
+  const std::array<Shape, 2> shapes{sa, sb};
+  const detail::broadcast_rows_of<2> plan = detail::plan_broadcast_rows<2>(shapes, sy);
+  const std::int64_t n = plan.row_length;
   // Rows split across threads; each row is one contiguous pass (itself split when rows are few).
   const auto rows = [&](const auto& row) {
-    detail::parallel_rows(detail::row_count(loops), n, [&](std::int64_t first, std::int64_t last) {
-      detail::for_each_row(loops, first, last, row);
+    detail::parallel_rows(plan.rows, n, [&](std::int64_t first, std::int64_t last) {
+      detail::for_each_broadcast_row(plan, first, last, row);
     });
   };
-  if (loops.stride_a[inner] != 0 && loops.stride_b[inner] != 0)
-    rows([&](std::int64_t ia, std::int64_t ib, std::int64_t iy) { binary(op, a + ia, b + ib, y + iy, n); });
-  else if (loops.stride_a[inner] != 0)
-    rows([&](std::int64_t ia, std::int64_t ib, std::int64_t iy) { binary(op, a + ia, b[ib], y + iy, n); });
+  if (plan.row_stride(0) != 0 && plan.row_stride(1) != 0)
+    rows([&](const std::int64_t* at, std::int64_t iy) { binary(op, a + at[0], b + at[1], y + iy, n); });
+  else if (plan.row_stride(0) != 0)
+    rows([&](const std::int64_t* at, std::int64_t iy) { binary(op, a + at[0], b[at[1]], y + iy, n); });
   else
-    rows([&](std::int64_t ia, std::int64_t ib, std::int64_t iy) { binary(op, a[ia], b + ib, y + iy, n); });
+    rows([&](const std::int64_t* at, std::int64_t iy) { binary(op, a[at[0]], b + at[1], y + iy, n); });
 }
 
 }  // namespace tracemod::kernels

@@ -15,6 +15,7 @@
 // result may differ from eager mode by such a rounding.
 #pragma once
 
+#include <tracemod/kernels/detail/elementwise_broadcast.hpp>
 #include <tracemod/kernels/detail/elementwise_loop.hpp>
 #include <tracemod/kernels/simd.hpp>
 #include <tracemod/trace/node.hpp>
@@ -115,73 +116,20 @@ inline void fused_row(const N& n, const std::array<leaf_cursor, L>& cursors, flo
   std::memcpy(y + i, out, rest * sizeof(float));
 }
 
-/// Broadcast strides of each leaf against the output shape, with adjacent axes merged where every
-/// leaf allows it (so x[N,C,H,W] + b[C,1,1] runs rows of H*W).
-template <std::size_t L>
-struct broadcast_plan {
-  Shape extents;                        // merged output extents
-  std::array<Strides, L> strides{};     // per leaf, per merged axis (0 = repeated)
-};
-
-template <std::size_t L>
-broadcast_plan<L> plan_broadcast(const Shape& out, const std::array<Tensor, L>& leaves) {
-  const std::size_t r = out.rank();
-  std::array<Strides, L> full{};
-  for (std::size_t l = 0; l < L; ++l) {
-    const Shape& s = leaves[l].shape();
-    const Strides cs = contiguous_strides(s);
-    for (std::size_t d = 0; d < r; ++d) {
-      const std::size_t off = r - s.rank();
-      full[l][d] = d < off || s[d - off] == 1 ? 0 : cs[d - off];
-    }
-  }
-  broadcast_plan<L> plan;
-  for (std::size_t d = 0; d < r; ++d) {
-    if (out[d] == 1) continue;  // contributes nothing to any offset
-    const std::size_t m = plan.extents.rank();
-    bool merge = m > 0;
-    for (std::size_t l = 0; merge && l < L; ++l)
-      merge = plan.strides[l][m - 1] == full[l][d] * out[d];
-    if (merge) {
-      plan.extents[m - 1] *= out[d];
-      for (std::size_t l = 0; l < L; ++l) plan.strides[l][m - 1] = full[l][d];
-    } else {
-      plan.extents.push_back(out[d]);
-      for (std::size_t l = 0; l < L; ++l) plan.strides[l][m] = full[l][d];
-    }
-  }
-  if (plan.extents.empty()) plan.extents.push_back(1);
-  return plan;
-}
-
-/// The broadcast pass: rows of the merged innermost extent, split across threads like the eager
-/// broadcasting kernels (kernels::detail::parallel_rows).
+/// The broadcast pass: the kernels' broadcast rows (each leaf contiguous or repeated along a row),
+/// split across threads like the eager broadcasting kernels (kernels::detail::parallel_rows).
 template <class N, std::size_t L>
 void fused_broadcast(const N& n, const std::array<Tensor, L>& leaves, const Shape& out, float* y) {
-  const broadcast_plan<L> plan = plan_broadcast(out, leaves);
-  const std::size_t r = plan.extents.rank();
-  const std::int64_t inner = plan.extents[r - 1];
-  const std::int64_t rows = out.numel() / std::max<std::int64_t>(inner, 1);
-  kernels::detail::parallel_rows(rows, inner, [&](std::int64_t first, std::int64_t last) {
-    std::array<std::int64_t, Shape::max_rank> idx{};
-    for (std::size_t d = r - 1, rest = static_cast<std::size_t>(first); d-- > 0;) {  // the odometer at `first`
-      idx[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(plan.extents[d]));
-      rest /= static_cast<std::size_t>(plan.extents[d]);
-    }
+  std::array<Shape, L> shapes;
+  for (std::size_t l = 0; l < L; ++l) shapes[l] = leaves[l].shape();
+  const auto plan = kernels::detail::plan_broadcast_rows<L>(shapes, out);
+  kernels::detail::parallel_rows(plan.rows, plan.row_length, [&](std::int64_t first, std::int64_t last) {
     std::array<leaf_cursor, L> cursors{};
-    for (std::int64_t row = first; row < last; ++row) {
-      for (std::size_t l = 0; l < L; ++l) {
-        std::int64_t off = 0;
-        for (std::size_t d = 0; d + 1 < r; ++d) off += idx[d] * plan.strides[l][d];
-        // Inner stride is 1 (contiguous) or 0 (repeated): merged axes keep leaves contiguous inside.
-        cursors[l] = {leaves[l].template data<float>() + off, plan.strides[l][r - 1] == 0};
-      }
-      fused_row<false>(n, cursors, y + row * inner, inner);
-      for (std::size_t d = r - 1; d-- > 0;) {
-        if (++idx[d] < plan.extents[d]) break;
-        idx[d] = 0;
-      }
-    }
+    kernels::detail::for_each_broadcast_row(plan, first, last, [&](const std::int64_t* offsets, std::int64_t iy) {
+      for (std::size_t l = 0; l < L; ++l)
+        cursors[l] = {leaves[l].template data<float>() + offsets[l], plan.row_stride(l) == 0};
+      fused_row<false>(n, cursors, y + iy, plan.row_length);
+    });
   });
 }
 
