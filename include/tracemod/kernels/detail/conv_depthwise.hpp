@@ -25,6 +25,7 @@
 #include <tracemod/kernels/detail/cache_sizes.hpp>
 #include <tracemod/kernels/detail/conv_tap_offsets.hpp>
 #include <tracemod/kernels/detail/gemm_workspace.hpp>
+#include <tracemod/kernels/detail/simd_transpose.hpp>
 #include <tracemod/kernels/simd.hpp>
 
 #include <algorithm>
@@ -198,29 +199,6 @@ inline void conv_depthwise_fold(std::int64_t vectors, const conv_depthwise_pass&
   conv_depthwise_tail<chains>(t, vectors, pass, filter, bias, epilogue, y);
 }
 
-/// The low (or, High, the high) halves of a and b interleaved: lane l of the result is lane
-/// h + l / 2 of a for even l, of b for odd l, h = 0 or width / 2.
-template <bool High, std::size_t... L>
-inline fbatch conv_interleave_halves(const fbatch& a, const fbatch& b, std::index_sequence<L...>) noexcept {
-  using reg = typename fbatch::register_type;
-  constexpr std::size_t half = High ? simd_width / 2 : 0;
-  return fbatch(__builtin_shufflevector(reg(a), reg(b), (half + L / 2 + L % 2 * simd_width)...));
-}
-
-/// Transposes the simd_width x simd_width matrix whose rows are v: log2(width) rounds of
-/// interleaving row i with row i + width / 2.
-inline void conv_transpose(std::array<fbatch, simd_width>& v) noexcept {
-  constexpr std::size_t half = simd_width / 2;
-  for (std::size_t round = 1; round < simd_width; round *= 2) {
-    std::array<fbatch, simd_width> t;
-    for (std::size_t i = 0; i < half; ++i) {
-      t[2 * i] = conv_interleave_halves<false>(v[i], v[i + half], std::make_index_sequence<simd_width>{});
-      t[2 * i + 1] = conv_interleave_halves<true>(v[i], v[i + half], std::make_index_sequence<simd_width>{});
-    }
-    v = t;
-  }
-}
-
 /// One plane of a depthwise convolution: input, filter (r * s taps), bias, output and the residual
 /// added before the activation (laid out like the output; null for none).
 struct conv_depthwise_plane {
@@ -314,7 +292,7 @@ class conv_channel_block {
       std::array<fbatch, simd_width> v;
       for (std::int64_t c = 0; c < width; ++c)
         v[c] = c < count ? conv_load_columns(planes[c].x + p, in_step) : fbatch(0.0f);
-      conv_transpose(v);
+      transpose_square(v);
       std::int64_t x = p % g_.w;
       float* to = input + ((p / g_.w + g_.pad_h) * padded_w_ + x + g_.pad_w) * width;
       for (std::int64_t j = 0; j < in_step; ++j) {
@@ -344,7 +322,7 @@ class conv_channel_block {
       const std::int64_t o = std::min(next_pixel, out_plane - out_step);
       std::array<fbatch, simd_width> v;
       for (std::int64_t j = 0; j < width; ++j) v[j] = fbatch::load_aligned(output + (o + std::min(j, out_step - 1)) * width);
-      conv_transpose(v);
+      transpose_square(v);
       for (std::int64_t c = 0; c < count; ++c) {
         if (planes[c].residual != nullptr) v[c] = v[c] + conv_load_columns(planes[c].residual + o, out_step);
         if (act != activation::none) v[c] = activate(act, v[c]);
