@@ -382,11 +382,11 @@ inline constexpr std::int64_t winograd_streamed_max_tiles = 2 * gemm_mr;
 ///
 /// With few tiles (at most winograd_streamed_max_tiles) and c within one k block of the GEMM, each
 /// filter element is used by few rows, so the products are bound by reading U (from L3 or memory:
-/// it is too large for L2 whenever this matters): a position then runs panel by panel of U, every
-/// row panel of V against the panel while it is in L1, each tile prefetching half of the next panel
-/// (the next position's first, after the last). The sums are gemm_blocked's (one k block, the same
-/// micro-kernel and store), so the bits do not depend on the path. Otherwise one gemm_blocked per
-/// position.
+/// it is too large for L2 whenever this matters): a position then runs the driver's streamed panels
+/// (gemm_streamed_panels: panel by panel of U, every row panel of V against the panel while it is
+/// in L1), prefetching the next position's first panel after its last. The sums are gemm_blocked's
+/// (one k block, the same micro-kernel and store), so the bits do not depend on the path. Otherwise
+/// one gemm_blocked per position.
 template <std::int64_t M>
 inline void winograd_multiply(std::int64_t c, std::int64_t tiles, std::int64_t width, const float* u,
                               std::int64_t stride, const float* v, float* y) {
@@ -400,23 +400,11 @@ inline void winograd_multiply(std::int64_t c, std::int64_t tiles, std::int64_t w
     });
     return;
   }
-  const std::int64_t panels = width / gemm_nr, row_panels = (tiles + gemm_mr - 1) / gemm_mr;
-  constexpr std::int64_t half_panel = gemm_nr / 2;  // floats per k of one half of a panel's lines
-  const gemm_epilogue epilogue{1.0f, 0.0f, nullptr};
   parallel_for(0, winograd_positions<M>, 1, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t pos = lo; pos < hi; ++pos) {
-      for (std::int64_t j = 0; j < panels; ++j) {
-        const float* const b = u + pos * stride + j * c * gemm_nr;
-        const float* const next = j + 1 < panels ? b + c * gemm_nr : pos + 1 < hi ? u + (pos + 1) * stride : nullptr;
-        for (std::int64_t i = 0; i < row_panels; ++i) {
-          const std::int64_t rows = std::min(gemm_mr, tiles - i * gemm_mr);
-          gemm_tile_updates<false, 2, gemm_prefetch::next_panel>[rows - 1](
-              c, v + pos * v_stride + i * gemm_mr * cp, cp, b, gemm_nr, epilogue,
-              y + pos * y_stride + i * gemm_mr * width + j * gemm_nr, width, 1,
-              next != nullptr ? next + i % 2 * c * half_panel : nullptr);
-        }
-      }
-    }
+    for (std::int64_t pos = lo; pos < hi; ++pos)
+      gemm_streamed_panels(tiles, width, c, 1.0f, strided_matrix{v + pos * v_stride, cp, 1},
+                           gemm_packed_b{u + pos * stride}, 0.0f, nullptr, strided_output{y + pos * y_stride, width, 1},
+                           pos + 1 < hi ? u + (pos + 1) * stride : nullptr);
   });
 }
 

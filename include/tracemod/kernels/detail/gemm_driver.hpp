@@ -368,6 +368,31 @@ struct gemm_blocked_product {
     });
   }
 
+  /// Streamed panels, on the calling thread, for an op(B) packed beforehand, n a multiple of NR and
+  /// k within one k block (k <= gemm_blocking().kc), without residual or activation: panel by panel
+  /// of op(B), every row panel of op(A) (read in place) against the panel while it is in L1, each
+  /// tile prefetching half of the next panel (after the last, `next`: what the caller reads next,
+  /// or null). For few rows of op(A), where each element of op(B) is used by few rows and the
+  /// product is bound by reading op(B). One k block, the same micro-kernel and store as the other
+  /// strategies: the same bits.
+  void run_streamed_panels(const float* next) const
+    requires prepacked
+  {
+    constexpr std::int64_t half_panel = gemm_nr / 2;  // floats per k of one half of a panel's lines
+    const gemm_epilogue epilogue{alpha, beta, bias};
+    const std::int64_t whole_panels = n / gemm_nr;
+    for (std::int64_t j = 0; j < whole_panels; ++j) {
+      const float* const b = gemm_block_in_place(pack_b.data, k, j * gemm_nr, 0);
+      const float* const next_b = j + 1 < whole_panels ? b + k * gemm_nr : next;
+      for (std::int64_t i = 0; i < row_panels; ++i) {
+        const std::int64_t rows = std::min(gemm_mr, m - i * gemm_mr);
+        gemm_tile_updates<false, 2, gemm_prefetch::next_panel>[rows - 1](
+            k, a.data + i * gemm_mr * a.rs, a.rs, b, gemm_nr, epilogue, c.data + i * gemm_mr * c.rs + j * gemm_nr * c.cs,
+            c.rs, c.cs, next_b != nullptr ? next_b + i % 2 * k * half_panel : nullptr);
+      }
+    }
+  }
+
   /// Tile split per block: k blocks outermost, so a packed op(A) is packed once per k block (all
   /// its row panels, in parallel) and read by every column block; per column block, its panels of
   /// op(B) are packed in parallel, then its tiles split. Each output tile still sees the k blocks in
@@ -453,6 +478,15 @@ inline void gemm_blocked(std::int64_t m, std::int64_t n, std::int64_t k, float a
     case gemm_split_kind::tile_packed_whole: product.run_tile_split_packed_whole(split.threads); return;
     case gemm_split_kind::tile_per_block: product.run_tile_split_per_block(); return;
   }
+}
+
+/// C = alpha * op(A) op(B) + bias + beta * C through gemm_blocked_product's streamed panels, on the
+/// calling thread (its preconditions apply), `next` prefetched while the last panel is read.
+inline void gemm_streamed_panels(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const strided_matrix& a,
+                                 gemm_packed_b b, float beta, const float* bias, const strided_output& c,
+                                 const float* next) {
+  const gemm_blocked_product<gemm_packed_b> product{m, n, k, alpha, a, b, beta, bias, c, nullptr, activation::none};
+  product.run_streamed_panels(next);
 }
 
 /// Rough cycle count of gemm_blocked with these operands, to choose between computing C and C^T:
