@@ -1,12 +1,15 @@
 // One module run from several threads at once: a traced ResNet-18 (its first calls racing to build
-// the execution plans), an optimized one (whose first calls also race to transform the Winograd
-// filters they keep), the eager modules, and watch points. Every output equals a single-threaded
-// run bit for bit.
+// the execution plans), runs held under way together, an optimized ResNet-18 (whose first calls also
+// race to transform the Winograd filters they keep), the eager modules, and watch points. Every
+// output equals a single-threaded run bit for bit.
 #include "graph_test.hpp"
 
 #include <models/resnet.hpp>
+#include <tracemod/graph/wrap.hpp>
 #include <tracemod/passes.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <exception>
@@ -25,10 +28,10 @@ namespace {
 constexpr int thread_count = 4;
 constexpr int iterations = 3;
 
-/// Calls f(thread) from thread_count threads that start together, `iterations` times each; rethrows
-/// the first exception a thread threw.
+/// Calls f(thread, iteration) from thread_count threads that start together, `times` times each;
+/// rethrows the first exception a thread threw.
 template <class F>
-void run_together(const F& f) {
+void run_together(const F& f, int times = iterations) {
   std::latch start(thread_count);
   std::vector<std::exception_ptr> errors(thread_count);
   std::vector<std::thread> threads;
@@ -36,7 +39,7 @@ void run_together(const F& f) {
     threads.emplace_back([&, t] {
       start.arrive_and_wait();
       try {
-        for (int i = 0; i < iterations; ++i) f(t, i);
+        for (int i = 0; i < times; ++i) f(t, i);
       } catch (...) {
         errors[t] = std::current_exception();
       }
@@ -70,6 +73,49 @@ void check_concurrent_runs(const tmod::TracedModule& m, const std::vector<tmod::
   }
 }
 
+/// Kernels on the calling thread only while a test runs: concurrent calls then share the cores
+/// without each one's kernels forking a team as well (the first test keeps the teams).
+struct one_kernel_thread {
+  one_kernel_thread() : before_(tmod::get_num_threads()) { tmod::set_num_threads(1); }
+  ~one_kernel_thread() { tmod::set_num_threads(before_); }
+  one_kernel_thread(const one_kernel_thread&) = delete;
+  one_kernel_thread& operator=(const one_kernel_thread&) = delete;
+
+ private:
+  int before_;
+};
+
+/// While set, runs of `meet` wait (up to 10 s) until thread_count of them have arrived, so that
+/// many runs of a graph calling it are under way at once.
+std::atomic<int>* meeting = nullptr;
+
+const auto meet = tmod::wrap("threads_test.meet", [](const tmod::Tensor& x) {
+  if (meeting != nullptr) {
+    meeting->fetch_add(1);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (meeting->load() < thread_count && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+  }
+  return x + 1.f;
+});
+
+struct meeting_scope {
+  explicit meeting_scope(std::atomic<int>& arrived) { meeting = &arrived; }
+  ~meeting_scope() { meeting = nullptr; }
+  meeting_scope(const meeting_scope&) = delete;
+  meeting_scope& operator=(const meeting_scope&) = delete;
+};
+
+/// conv -> meet -> relu(meet + conv): the conv's result is live across the meeting.
+struct Meeting : tmod::Module {
+  M::Conv2d conv{3, 8, 3, {.padding = 1}};
+  TM_MODULE(Meeting, conv)
+  auto forward(const auto& x) const {
+    auto y = conv(x);
+    auto z = meet(y);
+    return F::relu(z + y);
+  }
+};
+
 /// Restores the automatic convolution algorithm when a test that forced one ends.
 struct forced_conv_algorithm {
   explicit forced_conv_algorithm(tmod::kernels::conv2d_algorithm a) { tmod::kernels::set_conv2d_algorithm(a); }
@@ -98,8 +144,30 @@ TEST_CASE("a traced ResNet-18 runs from 4 threads at once: outputs and run stati
   CHECK(sub(traced, "layer2").graph().peak_live_bytes() == sub(single, "layer2").graph().peak_live_bytes());
 }
 
+TEST_CASE("runs under way at the same time count their live bytes apart") {
+  const Meeting m;
+  const std::vector<tmod::Tensor> xs = thread_inputs();
+  const tmod::TracedModule traced = tmod::trace_module(m, xs[0]);
+  const tmod::TracedModule single(traced);
+  std::vector<tmod::Tensor> expected;
+  for (const tmod::Tensor& x : xs) expected.push_back(single(x));
+  const std::size_t peak = single.graph().peak_live_bytes();
+  REQUIRE(peak > 0);
+
+  std::atomic<int> arrived{0};
+  std::vector<tmod::Tensor> got(thread_count);
+  {
+    const meeting_scope scope(arrived);
+    run_together([&](int t, int) { got[t] = traced(xs[t]); }, 1);
+  }
+  REQUIRE(arrived.load() == thread_count);
+  for (int t = 0; t < thread_count; ++t) check_identical(got[t], expected[t]);
+  CHECK(traced.graph().peak_live_bytes() == peak);
+}
+
 TEST_CASE("an optimized ResNet-18 keeping Winograd filters runs from 4 threads at once, bit-equal to one thread") {
   const forced_conv_algorithm winograd(tmod::kernels::conv2d_algorithm::winograd);
+  const one_kernel_thread serial;
   const models::ResNet net = small_resnet();
   const std::vector<tmod::Tensor> xs = thread_inputs();
   const tmod::TracedModule traced = tmod::trace_module(net, xs[0]);
@@ -116,6 +184,7 @@ TEST_CASE("an optimized ResNet-18 keeping Winograd filters runs from 4 threads a
 }
 
 TEST_CASE("eager modules run from 4 threads at once, bit-equal to one thread") {
+  const one_kernel_thread serial;
   const models::ResNet net = small_resnet();
   const M::Conv2d conv(3, 8, 3, {.padding = 1});
   const std::vector<tmod::Tensor> xs = thread_inputs();
@@ -139,6 +208,7 @@ TEST_CASE("eager modules run from 4 threads at once, bit-equal to one thread") {
 }
 
 TEST_CASE("watch points under concurrent runs hold the values of one whole run") {
+  const one_kernel_thread serial;
   const models::ResNet net = small_resnet();
   const std::vector<tmod::Tensor> xs = thread_inputs();
   tmod::TracedModule traced = tmod::trace_module(net, xs[0]);

@@ -171,7 +171,9 @@ class ExecutionPlan {
 
   /// The most bytes of tensors held by this plan's slots at once during the run that finished last
   /// (inputs and module attributes excluded).
-  [[nodiscard]] std::size_t peak_live_bytes() const noexcept { return last_peak_bytes_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::size_t peak_live_bytes() const noexcept {
+    return last_peak_bytes_.load(std::memory_order_relaxed);
+  }
 
  private:
   struct Operand {
