@@ -18,6 +18,7 @@
 #include <iterator>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -182,11 +183,12 @@ class Graph {
 
   // ---- running -----------------------------------------------------------------------------------
   /// Runs the graph on `self` and one value per non-self input; returns one value per output leaf.
-  /// The first run compiles an execution plan; any change to the graph invalidates it.
+  /// The first run compiles an execution plan; any change to the graph invalidates it. Runs may
+  /// overlap (several threads at once); a change to the graph may not overlap a run.
   std::vector<NodeValue> run(const Module& self, std::span<const NodeValue> inputs,
                              const RunHooks* hooks = nullptr) const;
-  /// The most bytes of tensors the interpreter held at once during the last run of this graph
-  /// (graph inputs and module attributes excluded).
+  /// The most bytes of tensors the interpreter held at once during the run of this graph that
+  /// finished last (graph inputs and module attributes excluded).
   [[nodiscard]] std::size_t peak_live_bytes() const noexcept;
   /// Runs on the graph's owner with tensors; returns the nested output (a Tensor for one output).
   template <class... T>
@@ -285,6 +287,8 @@ class Graph {
   friend struct graph_access;
 
   Expr* insert(std::unique_ptr<Expr> e);
+  /// The execution plan, built by the first caller while concurrent callers wait.
+  [[nodiscard]] std::shared_ptr<const ExecutionPlan> plan() const;
   /// An expr of graph `g` with src's kind, target, op, arguments and constants, but no inputs or
   /// outputs yet (clone and copy_expr fill those in).
   static std::unique_ptr<Expr> copy_call_fields(const Expr& src, Graph* g);
@@ -303,7 +307,8 @@ class Graph {
   std::optional<expr_list::const_iterator> insert_point_;
   mutable std::unordered_map<const Expr*, std::size_t> positions_;
   mutable bool positions_valid_ = false;
-  mutable std::shared_ptr<ExecutionPlan> plan_;
+  mutable std::mutex plan_mutex_;  // guards plan_: concurrent runs share one plan
+  mutable std::shared_ptr<const ExecutionPlan> plan_;
 };
 
 // ---- Node -----------------------------------------------------------------------------------------
@@ -477,6 +482,7 @@ inline Expr* Graph::insert(std::unique_ptr<Expr> e) {
 
 inline void Graph::changed() const noexcept {
   positions_valid_ = false;
+  const std::lock_guard lock(plan_mutex_);
   plan_.reset();
 }
 

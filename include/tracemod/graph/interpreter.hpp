@@ -3,14 +3,20 @@
 // node, and for every slot the step after which nobody reads it, so each value is freed right after
 // its last use. Any change to the graph drops the plan. Values reach ops as pointers into the slots:
 // running a plan allocates nothing but the op results.
+//
+// Runs are reentrant: the plan is built once under the graph's lock (concurrent first runs wait for
+// it) and is read-only afterwards; the slots and byte counts of a run belong to that call.
 #pragma once
 
 #include <tracemod/core/error.hpp>
 #include <tracemod/graph/graph.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -126,49 +132,48 @@ class ExecutionPlan {
     }
   }
 
-  std::vector<NodeValue> run(const Module& self, std::span<const NodeValue> inputs, const RunHooks* hooks) {
+  std::vector<NodeValue> run(const Module& self, std::span<const NodeValue> inputs, const RunHooks* hooks) const {
     if (inputs.size() + 1 != inputs_.size())
       throw graph_error(graph_.name() + ".Graph takes " + std::to_string(inputs_.size() - 1) + " input" +
                         (inputs_.size() == 2 ? "" : "s") + ", got " + std::to_string(inputs.size()));
-    std::vector<NodeValue> values(slot_count_);
-    counted_.assign(slot_count_, 0);
-    live_bytes_ = 0;
-    peak_bytes_ = 0;
-    values[inputs_[0]] = &self;
+    run_state r(slot_count_);
+    r.values[inputs_[0]] = &self;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       check_input(i + 1, inputs[i]);
-      values[inputs_[i + 1]] = inputs[i];
+      r.values[inputs_[i + 1]] = inputs[i];
     }
     std::vector<bool> end_done;
     std::size_t end_left = 0;
     if (hooks != nullptr && !hooks->end.empty()) {
       end_done.assign(hooks->end.size(), false);
       end_left = hooks->end.size();
-      for (std::size_t i = 0; i < inputs_.size(); ++i) mark_end(*hooks, inputs_[i], values, end_done, end_left);
-      if (end_left == 0) return {};
+      for (std::size_t i = 0; i < inputs_.size(); ++i) mark_end(*hooks, inputs_[i], r.values, end_done, end_left);
+      if (end_left == 0) return finish(r, {});
     }
-    for (Step& s : steps_) {
-      execute(s, values);
+    for (const Step& s : steps_) {
+      execute(s, r);
       if (hooks != nullptr) {
         for (std::uint32_t o : s.out) {
           if (!hooks->watch.empty() && hooks->on_watch &&
               std::find(hooks->watch.begin(), hooks->watch.end(), nodes_[o]) != hooks->watch.end())
-            hooks->on_watch(nodes_[o], values[o]);
-          if (end_left != 0) mark_end(*hooks, o, values, end_done, end_left);
+            hooks->on_watch(nodes_[o], r.values[o]);
+          if (end_left != 0) mark_end(*hooks, o, r.values, end_done, end_left);
         }
-        if (!hooks->end.empty() && end_left == 0) return {};
+        if (!hooks->end.empty() && end_left == 0) return finish(r, {});
       }
-      for (std::uint32_t x : s.free) release(values, x);
+      for (std::uint32_t x : s.free) release(r, x);
     }
     std::vector<NodeValue> out;
     out.reserve(outputs_.size());
-    for (std::uint32_t x : outputs_) out.push_back(values[x]);
-    return out;
+    for (std::uint32_t x : outputs_) out.push_back(r.values[x]);
+    return finish(r, std::move(out));
   }
 
-  /// The most bytes of tensors held by this plan's slots at once during the last run (inputs and
-  /// module attributes excluded).
-  [[nodiscard]] std::size_t peak_live_bytes() const noexcept { return peak_bytes_; }
+  /// The most bytes of tensors held by this plan's slots at once during the run that finished last
+  /// (inputs and module attributes excluded).
+  [[nodiscard]] std::size_t peak_live_bytes() const noexcept {
+    return last_peak_bytes_.load(std::memory_order_relaxed);
+  }
 
  private:
   struct Operand {
@@ -218,30 +223,45 @@ class ExecutionPlan {
       }
   }
 
-  /// Stores an op's result in slot `i`, counting its bytes as live.
-  void store(std::vector<NodeValue>& values, std::uint32_t i, Tensor t) {
-    const std::size_t bytes = t.defined() ? t.nbytes() : 0;
-    counted_[i] = bytes;
-    live_bytes_ += bytes;
-    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
-    values[i] = Value(std::move(t));
-  }
-  /// Drops slot `i` (a result counted by store, or a value the caller passed in).
-  void release(std::vector<NodeValue>& values, std::uint32_t i) {
-    live_bytes_ -= counted_[i];
-    counted_[i] = 0;
-    values[i].emplace<Value>();  // in place: assigning a temporary trips g++ 12's -Wmaybe-uninitialized
+  /// What one run owns: its value slots and the bytes of tensors they hold.
+  struct run_state {
+    explicit run_state(std::size_t slots) : values(slots), counted(slots, 0) {}
+    std::vector<NodeValue> values;
+    std::vector<std::size_t> counted;  // bytes of each slot's tensor that store() counted
+    std::size_t live_bytes = 0, peak_bytes = 0;
+  };
+
+  /// Publishes a finished run's peak (the last run to finish sets it) and returns its outputs.
+  std::vector<NodeValue> finish(const run_state& r, std::vector<NodeValue> out) const {
+    last_peak_bytes_.store(r.peak_bytes, std::memory_order_relaxed);
+    return out;
   }
 
-  void execute(const Step& s, std::vector<NodeValue>& values) {
+  /// Stores an op's result in slot `i`, counting its bytes as live.
+  static void store(run_state& r, std::uint32_t i, Tensor t) {
+    const std::size_t bytes = t.defined() ? t.nbytes() : 0;
+    r.counted[i] = bytes;
+    r.live_bytes += bytes;
+    r.peak_bytes = std::max(r.peak_bytes, r.live_bytes);
+    r.values[i] = Value(std::move(t));
+  }
+  /// Drops slot `i` (a result counted by store, or a value the caller passed in).
+  static void release(run_state& r, std::uint32_t i) {
+    r.live_bytes -= r.counted[i];
+    r.counted[i] = 0;
+    r.values[i].emplace<Value>();  // in place: assigning a temporary trips g++ 12's -Wmaybe-uninitialized
+  }
+
+  void execute(const Step& s, run_state& r) const {
+    std::vector<NodeValue>& values = r.values;
     switch (s.kind) {
       case ExprKind::call_function:
       case ExprKind::call_method:
         if (s.op != nullptr) {
-          run_op(s, values);
+          run_op(s, r);
           return;
         }
-        run_module_call(s, values);
+        run_module_call(s, r);
         return;
       case ExprKind::get_attr: {
         const Module* base = std::get<const Module*>(values[s.in[0]]);  // the recorder only builds module bases
@@ -262,7 +282,8 @@ class ExecutionPlan {
     }
   }
 
-  void run_op(const Step& s, std::vector<NodeValue>& values) {
+  void run_op(const Step& s, run_state& r) const {
+    const std::vector<NodeValue>& values = r.values;
     constexpr std::size_t inline_operands = 6;
     functional::erased_operand ops[inline_operands];
     std::vector<Tensor> list_storage;
@@ -282,10 +303,11 @@ class ExecutionPlan {
           break;
       }
     }
-    store(values, s.out[0], s.op->call(s.params, std::span<const functional::erased_operand>(ops, n)));
+    store(r, s.out[0], s.op->call(s.params, std::span<const functional::erased_operand>(ops, n)));
   }
 
-  void run_module_call(const Step& s, std::vector<NodeValue>& values) {
+  void run_module_call(const Step& s, run_state& r) const {
+    std::vector<NodeValue>& values = r.values;
     std::vector<NodeValue> args;
     args.reserve(s.in.size() - 1);
     for (std::size_t i = 1; i < s.in.size(); ++i) args.push_back(values[s.in[i]]);
@@ -293,7 +315,7 @@ class ExecutionPlan {
     for (std::size_t i = 0; i < out.size(); ++i) {
       const Value* v = std::get_if<Value>(&out[i]);
       if (v != nullptr && v->is_tensor())
-        store(values, s.out[i], v->tensor());
+        store(r, s.out[i], v->tensor());
       else
         values[s.out[i]] = std::move(out[i]);
     }
@@ -304,18 +326,25 @@ class ExecutionPlan {
   std::vector<Step> steps_;
   std::vector<const Node*> nodes_;
   std::size_t slot_count_ = 0;
-  std::vector<std::size_t> counted_;  // bytes of each slot's tensor that store() counted
-  std::size_t live_bytes_ = 0, peak_bytes_ = 0;
+  mutable std::atomic<std::size_t> last_peak_bytes_{0};
 };
+
+inline std::shared_ptr<const ExecutionPlan> Graph::plan() const {
+  const std::lock_guard lock(plan_mutex_);
+  if (!plan_) plan_ = std::make_shared<const ExecutionPlan>(*this);
+  return plan_;
+}
 
 inline std::vector<NodeValue> Graph::run(const Module& self, std::span<const NodeValue> inputs,
                                          const RunHooks* hooks) const {
-  if (!plan_) plan_ = std::make_shared<ExecutionPlan>(*this);
-  const std::shared_ptr<ExecutionPlan> plan = plan_;  // a hook may edit the graph; keep the plan alive
-  return plan->run(self, inputs, hooks);
+  const std::shared_ptr<const ExecutionPlan> p = plan();  // a hook may edit the graph; keep the plan alive
+  return p->run(self, inputs, hooks);
 }
 
-inline std::size_t Graph::peak_live_bytes() const noexcept { return plan_ ? plan_->peak_live_bytes() : 0; }
+inline std::size_t Graph::peak_live_bytes() const noexcept {
+  const std::lock_guard lock(plan_mutex_);
+  return plan_ ? plan_->peak_live_bytes() : 0;
+}
 
 inline std::vector<NodeValue> Expr::interpret(std::span<const NodeValue> in) const {
   if (in.size() != inputs_.size())

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -96,20 +97,23 @@ class TracedModule final : public Module, public graph::GraphHolder {
   }
 
   /// Runs the graph on tensors; returns the nested output (converts to Tensor for one output).
-  /// With end points set, returns a tuple of the end points' values, in their order.
+  /// With end points set, returns a tuple of the end points' values, in their order. Calls may run
+  /// from several threads at once (docs/traced-module.md, "Threads").
   template <class... T>
     requires(std::convertible_to<const T&, Value> && ...)
-  Value operator()(const T&... inputs) {
+  Value operator()(const T&... inputs) const {
     const std::vector<graph::NodeValue> in{graph::NodeValue(Value(inputs))...};
     return run(in);
   }
-  Value run(std::span<const graph::NodeValue> inputs) {
+  Value run(std::span<const graph::NodeValue> inputs) const {
     const graph::Graph& g = graph();
     if (watch_.empty() && end_.empty()) return g.pack_outputs(g.run(*this, inputs));
+    // This call's watched values, published whole when it ends: they never mix two calls.
+    std::map<const graph::Node*, Value> watched;
     graph::RunHooks hooks;
     hooks.watch = watch_;
-    hooks.on_watch = [this](const graph::Node* n, const graph::NodeValue& v) {
-      if (const Value* x = std::get_if<Value>(&v)) watch_values_[n] = *x;
+    hooks.on_watch = [&watched](const graph::Node* n, const graph::NodeValue& v) {
+      if (const Value* x = std::get_if<Value>(&v)) watched[n] = *x;
     };
     std::vector<graph::NodeValue> ends;
     hooks.end = end_;
@@ -118,7 +122,11 @@ class TracedModule final : public Module, public graph::GraphHolder {
     for (const graph::Node* n : watch_)  // graph inputs are watched too
       for (std::size_t i = 0; i < inputs.size(); ++i)
         if (g.inputs()[i + 1] == n)
-          if (const Value* x = std::get_if<Value>(&inputs[i])) watch_values_[n] = *x;
+          if (const Value* x = std::get_if<Value>(&inputs[i])) watched[n] = *x;
+    if (!watch_.empty()) {
+      const std::lock_guard lock(watch_mutex_);
+      watch_values_ = std::move(watched);
+    }
     if (end_.empty()) return g.pack_outputs(out);
     ValueList values;
     for (const graph::NodeValue& v : ends) values.push_back(std::get<Value>(v));
@@ -131,14 +139,20 @@ class TracedModule final : public Module, public graph::GraphHolder {
     for (const graph::Node* n : nodes)
       if (n == nullptr) throw graph_error("set_watch_points: a node is null");
     watch_.assign(nodes.begin(), nodes.end());
+    const std::lock_guard lock(watch_mutex_);
     watch_values_.clear();
   }
   void clear_watch_points() {
     watch_.clear();
+    const std::lock_guard lock(watch_mutex_);
     watch_values_.clear();
   }
-  /// The values of the watch points from the last call.
-  [[nodiscard]] const std::map<const graph::Node*, Value>& watch_node_value() const noexcept { return watch_values_; }
+  /// The values of the watch points from the call that finished last, all from that one call (a
+  /// copy: calls running meanwhile on other threads do not change it).
+  [[nodiscard]] std::map<const graph::Node*, Value> watch_node_value() const {
+    const std::lock_guard lock(watch_mutex_);
+    return watch_values_;
+  }
   /// Later calls stop as soon as these nodes (of the top graph) have values and return them.
   void set_end_points(std::vector<graph::Node*> nodes) {
     const graph::Graph& g = graph();
@@ -188,7 +202,8 @@ class TracedModule final : public Module, public graph::GraphHolder {
   bool is_top_ = false;
   std::pair<std::int64_t, std::int64_t> total_ids_{0, 0};
   std::vector<const graph::Node*> watch_;
-  std::map<const graph::Node*, Value> watch_values_;
+  mutable std::mutex watch_mutex_;  // guards watch_values_: calls on several threads publish them
+  mutable std::map<const graph::Node*, Value> watch_values_;
   std::vector<const graph::Node*> end_;
 };
 
