@@ -42,15 +42,19 @@ TEST_CASE("fused_program: parses with precedence and prints canonically") {
   CHECK(canonical("sigmoid(tanh(exp(neg(relu6(x0)))))") == "sigmoid(tanh(exp(-relu6(x0))))");
   CHECK(canonical("x0 * -2.5 - -x1") == "x0 * -2.5 - -x1");
   CHECK(canonical("x0 * 0.1") == "x0 * 0.1");
-  // The postfix code: x0 0.5 mul 1 add relu.
+  // The postfix code: x0 0.5 mul 1 add relu, each call naming its op's kernel.
   const F::fused_program p = F::fused_program::parse("relu(x0 * 0.5 + 1)", "test");
   using op = F::fused_program::opcode;
+  const auto function = [&](std::size_t k) {
+    REQUIRE(p.code()[k].op == op::call);
+    return F::fused_functions::instance().at(static_cast<std::size_t>(p.code()[k].input)).name;
+  };
   REQUIRE(p.code().size() == 6);
   CHECK(p.code()[0].op == op::input);
   CHECK(p.code()[1].value == 0.5f);
-  CHECK(p.code()[2].op == op::mul);
-  CHECK(p.code()[4].op == op::add);
-  CHECK(p.code()[5].op == op::relu);
+  CHECK(function(2) == "mul");
+  CHECK(function(4) == "add");
+  CHECK(function(5) == "relu");
   CHECK(p.inputs() == 1);
   for (const char* bad : {"", "x0 +", "relu(x0", "gelu(x0)", "x9", "minimum(x0)", "x0 x1", "(x0))"}) {
     CAPTURE(bad);
@@ -77,6 +81,19 @@ TEST_CASE("functional: elemwise.fused has the bits of the unfused ops, flat and 
   CHECK(same_bits(F::fused_elementwise(std::vector<Tensor>{scalar}, "x0 * 2"), scalar * 2.0f));
   const Tensor empty = F::fused_elementwise(std::vector<Tensor>{tmod::randn({0, 3})}, "relu(x0)");
   CHECK(empty.shape() == Shape{0, 3});
+}
+
+TEST_CASE("functional: elemwise.fused has the unfused bits at every length around its blocks and tail") {
+  // The program runs a block of vectors at a time, the last n % simd_width elements padded: lengths
+  // on both sides of one vector, one block and several blocks, an input used twice, a repeated one.
+  const auto w = static_cast<std::int64_t>(tmod::kernels::simd_width);
+  const auto b = static_cast<std::int64_t>(F::fused_program::block) * w;
+  for (const std::int64_t n : {std::int64_t{1}, w - 1, w, w + 1, b - 1, b, b + 1, 3 * b + w + 2}) {
+    CAPTURE(n);
+    const Tensor x = tmod::randn({n}, 11), y = tmod::randn({n}, 12), s = tmod::randn({1}, 13);
+    CHECK(same_bits(F::fused_elementwise(std::vector<Tensor>{x, y, s}, "maximum(x0 * x1, -x0) - sigmoid(x2) / 3"),
+                    F::maximum(x * y, -x) - F::sigmoid(s) / 3.0f));
+  }
 }
 
 TEST_CASE("functional: elemwise.fused is bit-identical at 1 to 4 threads") {

@@ -525,12 +525,16 @@ struct ElemwiseChains : tmod::Module {
 };
 
 TEST_CASE("FuseElemwise: maximal single-user chains become one elemwise.fused call, printed readably") {
-  // Which ops take part is the ops' own fact: the instruction of their kernel.
-  using opcode = F::fused_program::opcode;
-  CHECK(F::entry_of(F::method_rsub).fused_opcode == opcode::sub);
-  CHECK(F::entry_of(F::relu6).fused_opcode == opcode::relu6);
-  CHECK_FALSE(F::entry_of(F::conv2d).fused_opcode);
-  CHECK_FALSE(F::entry_of(F::fused_elementwise).fused_opcode);
+  // Which ops take part is the ops' own fact: the fused function of their kernel.
+  const auto fused_name = [](const F::op_entry& e) {
+    REQUIRE(e.fused_function);
+    return F::fused_functions::instance().at(*e.fused_function).name;
+  };
+  CHECK(fused_name(F::entry_of(F::method_rsub)) == "sub");
+  CHECK(F::entry_of(F::method_rsub).fused_function == F::entry_of(F::sub).fused_function);
+  CHECK(fused_name(F::entry_of(F::relu6)) == "relu6");
+  CHECK_FALSE(F::entry_of(F::conv2d).fused_function);
+  CHECK_FALSE(F::entry_of(F::fused_elementwise).fused_function);
   ElemwiseChains net;
   tmod::TracedModule m = tmod::trace_module(net, image);
   tmod::TracedModule opt = optimized_matches(m, {"FuseElemwise"}, image);

@@ -72,6 +72,27 @@ struct conv2d_fn : op_base<conv2d_fn> {
     return g;
   }
 
+  /// Some groups value makes input channels x[1] and weight (k, c/groups, r, s) agree.
+  static constexpr bool channels_agree(const Shape& x, const Shape& w) {
+    if (x.rank() != 4 || w.rank() != 4 || w[1] == 0) return false;
+    if (x[1] % w[1] != 0) return false;
+    const std::int64_t groups = x[1] / w[1];
+    return groups > 0 && w[0] % groups == 0;
+  }
+
+  /// The typed tracer's check of static operand shapes (one type per operand: ::is_static, and the
+  /// Shape ::value when static): a readable compile-time error where no params can make them agree.
+  template <class X, class W, class Bias>
+  static consteval bool check_static_shapes() {
+    if constexpr (X::is_static && W::is_static) {
+      static_assert(channels_agree(X::value, W::value),
+                    "tmod::symbolic_trace: F::conv2d's static input channels do not match the weight's declared "
+                    "channels (input (N, C, H, W) needs weight (K, C / groups, kH, kW)); fix the spec shapes");
+      return channels_agree(X::value, W::value);
+    }
+    return true;
+  }
+
   static Shape infer_shape(const params& p, const Shape& x, const Shape& w, const Shape* bias) {
     const kernels::conv2d_geometry g = geometry(p, x, w, bias);
     return Shape{g.n, g.k, g.out_h(), g.out_w()};
@@ -106,6 +127,7 @@ struct conv2d_fn : op_base<conv2d_fn> {
   }
 };
 inline constexpr conv2d_fn conv2d{};
+TRACEMOD_REGISTER_OP(conv2d_fn);
 
 struct conv_bias_activation_params {
   pair2 stride{1};
@@ -228,5 +250,8 @@ struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
   }
 };
 inline constexpr conv_bias_activation_fn conv_bias_activation{};
+TRACEMOD_REGISTER_OP(conv_bias_activation_fn);
 
 }  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header

@@ -43,6 +43,12 @@ inline constexpr scale_rule scaling_of_kernel<kernels::maximum_op> = scale_rule:
 template <>
 inline constexpr scale_rule scaling_of_kernel<kernels::minimum_op> = scale_rule::positive;
 
+// relu(relu(x)) = relu(x).
+template <class KernelOp>
+inline constexpr bool idempotent_kernel = false;
+template <>
+inline constexpr bool idempotent_kernel<kernels::relu_op> = true;
+
 /// Shape of a binary operand: a scalar broadcasts like a rank-0 tensor.
 template <class A>
 Shape operand_shape(const A& a) {
@@ -81,6 +87,7 @@ struct unary_op : op_base<Derived> {
   using kernel_op = KernelOp;
   static constexpr arith_kind arith = detail::arith_of<KernelOp>;
   static constexpr scale_rule scaling = detail::scaling_of_kernel<KernelOp>;
+  static constexpr bool idempotent = detail::idempotent_kernel<KernelOp>;
   using params = no_params;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   static constexpr std::tuple<> fields{};
@@ -122,7 +129,8 @@ struct binary_op : op_base<Derived> {
     static constexpr std::string_view target = module "." #op_name;                     \
     static constexpr call_kind kind = call_kind::function;                              \
   };                                                                                     \
-  inline constexpr op_name##_fn op_name{};
+  inline constexpr op_name##_fn op_name{};                                                \
+  TRACEMOD_REGISTER_OP(op_name##_fn);
 
 TRACEMOD_DEFINE_ELEMWISE_OP(relu, unary_op, relu_op, "nn")
 TRACEMOD_DEFINE_ELEMWISE_OP(relu6, unary_op, relu6_op, "nn")
@@ -140,3 +148,5 @@ TRACEMOD_DEFINE_ELEMWISE_OP(maximum, binary_op, maximum_op, "elemwise")
 #undef TRACEMOD_DEFINE_ELEMWISE_OP
 
 }  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header

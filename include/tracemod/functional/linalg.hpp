@@ -103,6 +103,7 @@ struct matmul_fn : op_base<matmul_fn> {
   }
 };
 inline constexpr matmul_fn matmul{};
+TRACEMOD_REGISTER_OP(matmul_fn);
 
 /// y = x @ weight^T + bias, weight of shape (out_features, in_features), x of shape (..., in_features).
 struct linear_fn : op_base<linear_fn> {
@@ -113,6 +114,19 @@ struct linear_fn : op_base<linear_fn> {
                                        operand{"bias", operand_kind::optional_tensor}};
   using params = no_params;
   static constexpr std::tuple<> fields{};
+
+  /// The typed tracer's check of static operand shapes (as conv2d_fn's).
+  template <class X, class W, class Bias>
+  static consteval bool check_static_shapes() {
+    if constexpr (X::is_static && W::is_static) {
+      constexpr bool agree = W::value.rank() == 2 && X::value.rank() >= 1 && X::value.back() == W::value[1];
+      static_assert(agree,
+                    "tmod::symbolic_trace: F::linear's static input features do not match the weight's "
+                    "in_features (input (..., in) needs weight (out, in)); fix the spec shapes");
+      return agree;
+    }
+    return true;
+  }
 
   static constexpr Shape infer_shape(const params&, const Shape& x, const Shape& w, const Shape* bias) {
     if (x.rank() < 1 || w.rank() != 2 || x.back() != w[1])
@@ -148,5 +162,8 @@ struct linear_fn : op_base<linear_fn> {
   }
 };
 inline constexpr linear_fn linear{};
+TRACEMOD_REGISTER_OP(linear_fn);
 
 }  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header

@@ -95,5 +95,8 @@ struct batch_norm_fn : op_base<batch_norm_fn> {
   }
 };
 inline constexpr batch_norm_fn batch_norm{};
+TRACEMOD_REGISTER_OP(batch_norm_fn);
 
 }  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header

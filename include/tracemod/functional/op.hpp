@@ -10,6 +10,12 @@
 //   fields    the params members in canonical order: positional first, then keyword-only
 //   infer_shape(params, shapes...) -> Shape   (constexpr where the op allows; throws shape_error)
 //   eager(params, args...) -> Tensor          (runs the kernels now)
+// and, where they apply, the op's facts:
+//   kernel_op      the elementwise functor of fbatch values the kernel runs (elementwise.hpp): fused
+//                  programs call it (fused_program.hpp), typed graphs fuse it (trace/evaluate.hpp)
+//   arith, reflected, scaling, idempotent, in_place, foldable   algebraic facts the rewrites read
+//   check_static_shapes<S...>()   compile-time check of static operand shapes while tracing
+// An op header registers each op beside its definition: TRACEMOD_REGISTER_OP(relu_fn).
 // Ops get their call operators from call_forms (functional/call.hpp, a base of op_base): operands,
 // then positional params or the params struct. They forward to op_base::apply, which runs `eager`
 // when every argument is a concrete value (Tensor, scalar, tmod::none, list of Tensors) and
@@ -104,6 +110,26 @@ consteval scale_rule scaling_of() {
     return Op::scaling;
   else
     return scale_rule::none;
+}
+
+/// Whether f(f(x)) = f(x) for the op f (a unary op without params declares
+/// `static constexpr bool idempotent = true;`): simplify drops the outer call.
+template <class Op>
+consteval bool idempotent_of() {
+  if constexpr (requires { Op::idempotent; })
+    return Op::idempotent;
+  else
+    return false;
+}
+
+/// Whether the op is an in-place tensor method (x += y recorded as x.__iadd__(y, )): its result keeps
+/// its first operand's shape, and rewrites keep the call as it was written.
+template <class Op>
+consteval bool in_place_of() {
+  if constexpr (requires { Op::in_place; })
+    return Op::in_place;
+  else
+    return false;
 }
 
 /// Whether constant folding may evaluate the op ahead of time: true unless the op declares
@@ -201,6 +227,18 @@ struct op_base : call_forms<Op> {
     }
   }
 };
+
+struct op_entry;  // functional/registry.hpp
+
+/// Adds Op to the op registry, from its definition (functional/registry.hpp defines it; a header
+/// that registers an op includes that header). Throws value_error if Op's target is taken.
+template <class Op>
+const op_entry& register_op();
+
+/// Registers an op once per program, beside its definition: `TRACEMOD_REGISTER_OP(relu_fn);` at
+/// namespace scope, with the op's unqualified type name.
+#define TRACEMOD_REGISTER_OP(Op) \
+  inline const ::tracemod::functional::op_entry& tracemod_registered_##Op = ::tracemod::functional::register_op<Op>()
 
 /// Rejects an undefined (default-constructed) tensor, naming the op and the operand.
 inline void require_defined(std::string_view op, std::string_view operand_name, const Tensor& t) {

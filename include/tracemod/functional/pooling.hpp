@@ -78,6 +78,7 @@ struct max_pool2d_fn : op_base<max_pool2d_fn> {
   }
 };
 inline constexpr max_pool2d_fn max_pool2d{};
+TRACEMOD_REGISTER_OP(max_pool2d_fn);
 
 struct avg_pool2d_params {
   pair2 kernel_size{1};
@@ -120,6 +121,7 @@ struct avg_pool2d_fn : op_base<avg_pool2d_fn> {
   }
 };
 inline constexpr avg_pool2d_fn avg_pool2d{};
+TRACEMOD_REGISTER_OP(avg_pool2d_fn);
 
 struct adaptive_avg_pool2d_params {
   pair2 oshp{1};
@@ -153,5 +155,8 @@ struct adaptive_avg_pool2d_fn : op_base<adaptive_avg_pool2d_fn> {
   }
 };
 inline constexpr adaptive_avg_pool2d_fn adaptive_avg_pool2d{};
+TRACEMOD_REGISTER_OP(adaptive_avg_pool2d_fn);
 
 }  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header

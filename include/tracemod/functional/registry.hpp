@@ -1,12 +1,15 @@
 // The op registry: every functional op, type-erased, found by the target a graph prints
 // ("nn.relu", "__add__", "tensor.reshape"). Each entry is generated from the op's definition
-// (operands, fields, infer_shape, eager), so no op is written twice; user functions made builtin
-// with tmod::wrap join the same table. The runtime graph's recorder, interpreter, printer and
-// serializer reach ops only through it.
+// (operands, fields, infer_shape, eager, kernel and facts), so no op is written twice. An op joins
+// by registering beside its definition (TRACEMOD_REGISTER_OP in its header, or register_op<Op>()
+// for a user's op); user functions made builtin with tmod::wrap join the same table. The runtime
+// graph's recorder, interpreter, printer and serializer reach ops only through it. This header
+// includes every builtin op's header, so each of them is registered wherever the registry is used.
 #pragma once
 
 #include <tracemod/core/value.hpp>
-#include <tracemod/functional.hpp>
+#include <tracemod/functional/fused_program.hpp>
+#include <tracemod/functional/op.hpp>
 #include <tracemod/functional/param_value.hpp>
 
 #include <algorithm>
@@ -63,10 +66,12 @@ struct op_entry {
   bool elementwise = false;        ///< one output element per input element (fusable)
   arith_kind arith = arith_kind::none;     ///< add/sub/mul/div/neg, from the op's kernel
   bool reflected = false;                  ///< a reflected method: other OP self (__rsub__)
+  bool in_place = false;                   ///< an in-place method: x.__iadd__(y) keeps x's shape
   scale_rule scaling = scale_rule::none;   ///< how the op commutes with scaling (op.hpp)
   bool foldable = false;                   ///< constant folding may run it ahead of time (pure)
-  /// The fused_program instruction of an elementwise op's kernel (FuseElemwise), if it has one.
-  std::optional<fused_program::opcode> fused_opcode;
+  /// The fused function of an elementwise op's kernel (its index in fused_functions), if it has one:
+  /// FuseElemwise fuses the op.
+  std::optional<std::size_t> fused_function;
   /// What a graph prints as the callee instead of the target, from the params (null: the target);
   /// an op with it prints only its operands as arguments (elemwise.fused[relu(x0 + 1)](inputs, )).
   std::function<std::string(const void* params)> callee_text;
@@ -163,9 +168,10 @@ op_entry make_entry() {
   e.elementwise = requires { typename Op::kernel_op; } || requires { requires Op::elementwise; };
   if constexpr (requires { Op::arith; }) e.arith = Op::arith;
   if constexpr (requires { Op::reflected; }) e.reflected = Op::reflected;
+  e.in_place = in_place_of<Op>();
   e.scaling = scaling_of<Op>();
   e.foldable = foldable_of<Op>();
-  if constexpr (requires { typename Op::kernel_op; }) e.fused_opcode = opcode_of_kernel<typename Op::kernel_op>;
+  if constexpr (fusable_op<Op>) e.fused_function = fused_functions::instance().add<Op>();
   if constexpr (requires(const P& p) { Op::callee(p); })
     e.callee_text = [](const void* params) { return Op::callee(*static_cast<const P*>(params)); };
   e.make_params = [](std::span<const Value> values) -> erased_params {
@@ -205,16 +211,9 @@ op_entry make_entry() {
   return e;
 }
 
-template <class... Ops>
-std::vector<op_entry> make_entries() {
-  std::vector<op_entry> v;
-  (v.push_back(make_entry<Ops>()), ...);
-  return v;
-}
-
 }  // namespace detail
 
-/// Every builtin op, found by printed target. Thread-safe; entries are never removed, so references
+/// Every registered op, found by printed target. Thread-safe; entries are never removed, so references
 /// stay valid for the program's life.
 class op_registry {
  public:
@@ -235,7 +234,7 @@ class op_registry {
     if (const op_entry* e = find(target)) return *e;
     throw value_error("unknown op '" + std::string(target) + "' (known: " + known() + ")");
   }
-  /// Adds an entry (tmod::wrap); throws value_error if the target is taken.
+  /// Adds an entry (register_op, tmod::wrap); throws value_error if the target is taken.
   const op_entry& add(op_entry e) {
     const std::lock_guard lock(mutex_);
     for (const auto& x : entries_)
@@ -258,20 +257,21 @@ class op_registry {
   }
 
  private:
-  op_registry() {
-    for (op_entry& e : detail::make_entries<
-             relu_fn, relu6_fn, sigmoid_fn, neg_fn, exp_fn, tanh_fn, add_fn, sub_fn, mul_fn, div_fn, minimum_fn,
-             maximum_fn, method_add_fn, method_radd_fn, method_sub_fn, method_rsub_fn, method_mul_fn, method_rmul_fn,
-             method_truediv_fn, method_rtruediv_fn, method_iadd_fn, method_isub_fn, method_imul_fn,
-             method_itruediv_fn, method_neg_fn, conv2d_fn, conv_bias_activation_fn, matmul_fn, linear_fn,
-             batch_norm_fn, max_pool2d_fn, avg_pool2d_fn, adaptive_avg_pool2d_fn, flatten_fn, reshape_fn,
-             transpose_fn, concat_fn, softmax_fn, fused_elementwise_fn>())
-      entries_.push_back(std::make_unique<op_entry>(std::move(e)));
-  }
+  op_registry() = default;
 
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<op_entry>> entries_;
 };
+
+template <class Op>
+const op_entry& register_op() {
+  static_assert(op_definition<Op>, "tracemod: register_op needs an op definition (name, target, kind, operands, "
+                                   "params, fields; see functional/op.hpp)");
+  // Checked first, so that a refused op adds no fused function either.
+  if (op_registry::instance().find(Op::target) != nullptr)
+    throw value_error("op '" + std::string(Op::target) + "' is already registered");
+  return op_registry::instance().add(detail::make_entry<Op>());
+}
 
 /// The registry entry of op type Op (looked up once).
 template <class Op>
@@ -295,3 +295,7 @@ const op_entry& entry_of_call(const P& params) {
 }
 
 }  // namespace tracemod::functional
+
+// Every builtin op header registers its ops; including them here makes the registry complete
+// wherever it is used. Last: those headers include this one for register_op.
+#include <tracemod/functional.hpp>

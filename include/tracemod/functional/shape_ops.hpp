@@ -51,6 +51,7 @@ struct flatten_fn : op_base<flatten_fn> {
   }
 };
 inline constexpr flatten_fn flatten{};
+TRACEMOD_REGISTER_OP(flatten_fn);
 
 struct reshape_params {
   int_list target_shape;
@@ -104,6 +105,7 @@ struct reshape_fn : op_base<reshape_fn> {
   }
 };
 inline constexpr reshape_fn reshape{};
+TRACEMOD_REGISTER_OP(reshape_fn);
 
 struct transpose_params {
   int_list pattern;
@@ -144,6 +146,7 @@ struct transpose_fn : op_base<transpose_fn> {
   }
 };
 inline constexpr transpose_fn transpose{};
+TRACEMOD_REGISTER_OP(transpose_fn);
 
 struct concat_params {
   std::int64_t axis = 0;
@@ -195,5 +198,8 @@ struct concat_fn : op_base<concat_fn> {
   }
 };
 inline constexpr concat_fn concat{};
+TRACEMOD_REGISTER_OP(concat_fn);
 
 }  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header

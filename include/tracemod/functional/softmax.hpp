@@ -46,5 +46,8 @@ struct softmax_fn : op_base<softmax_fn> {
   }
 };
 inline constexpr softmax_fn softmax{};
+TRACEMOD_REGISTER_OP(softmax_fn);
 
 }  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header

@@ -38,7 +38,8 @@ struct tensor_binary_method : op_base<Derived> {
     static constexpr std::string_view target = method_name;                            \
     static constexpr call_kind kind = call_kind::method;                               \
   };                                                                                    \
-  inline constexpr op_name##_fn op_name{};
+  inline constexpr op_name##_fn op_name{};                                                \
+  TRACEMOD_REGISTER_OP(op_name##_fn);
 
 TRACEMOD_DEFINE_TENSOR_METHOD(method_add, "__add__", add_op, false)
 TRACEMOD_DEFINE_TENSOR_METHOD(method_radd, "__radd__", add_op, true)
@@ -57,6 +58,7 @@ TRACEMOD_DEFINE_TENSOR_METHOD(method_rtruediv, "__rtruediv__", div_op, true)
 template <class Derived, class KernelOp>
 struct tensor_inplace_method : op_base<Derived> {
   using kernel_op = KernelOp;
+  static constexpr bool in_place = true;
   static constexpr arith_kind arith = detail::arith_of<KernelOp>;
   static constexpr scale_rule scaling = detail::scaling_of_kernel<KernelOp>;
   using params = no_params;
@@ -93,7 +95,8 @@ struct tensor_inplace_method : op_base<Derived> {
     static constexpr std::string_view target = method_name;                            \
     static constexpr call_kind kind = call_kind::method;                               \
   };                                                                                    \
-  inline constexpr op_name##_fn op_name{};
+  inline constexpr op_name##_fn op_name{};                                                \
+  TRACEMOD_REGISTER_OP(op_name##_fn);
 
 TRACEMOD_DEFINE_INPLACE_METHOD(method_iadd, "__iadd__", add_op)
 TRACEMOD_DEFINE_INPLACE_METHOD(method_isub, "__isub__", sub_op)
@@ -110,6 +113,7 @@ struct method_neg_fn : unary_op<method_neg_fn, kernels::neg_op> {
   static constexpr std::array operands{operand{"self", operand_kind::tensor}};
 };
 inline constexpr method_neg_fn method_neg{};
+TRACEMOD_REGISTER_OP(method_neg_fn);
 
 }  // namespace tracemod::functional
 
@@ -177,3 +181,5 @@ template <class B>
 Tensor& operator/=(Tensor& a, const B& b) { return detail::compound_assign<kernels::div_op>(a, b, "__itruediv__"); }
 
 }  // namespace tracemod
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header

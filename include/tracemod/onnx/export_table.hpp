@@ -10,6 +10,7 @@
 #include <tracemod/nn/builtin_registry.hpp>
 #include <tracemod/onnx/emitter.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -186,22 +187,25 @@ inline void emit_fused_elementwise(Emitter& e, const F::fused_program& program, 
         break;
       }
       case opcode::constant: stack.push_back(last ? e.node1("Identity", {e.scalar(i.value)}, out) : e.scalar(i.value)); break;
-      case opcode::neg: unary("Neg"); break;
-      case opcode::relu: unary("Relu"); break;
-      case opcode::relu6: {
-        const std::string x = stack.back();
-        stack.back() = e.node1("Clip", {x, e.scalar(0.0), e.scalar(6.0)}, out);
+      case opcode::call: {
+        const std::string& name = F::fused_functions::instance().at(static_cast<std::size_t>(i.input)).name;
+        if (name == "relu6") {
+          const std::string x = stack.back();
+          stack.back() = e.node1("Clip", {x, e.scalar(0.0), e.scalar(6.0)}, out);
+          break;
+        }
+        static constexpr std::array<std::array<std::string_view, 2>, 11> onnx_ops{{
+            {"neg", "Neg"}, {"relu", "Relu"}, {"exp", "Exp"}, {"sigmoid", "Sigmoid"}, {"tanh", "Tanh"},
+            {"add", "Add"}, {"sub", "Sub"}, {"mul", "Mul"}, {"div", "Div"}, {"minimum", "Min"}, {"maximum", "Max"},
+        }};
+        const auto* it = std::find_if(onnx_ops.begin(), onnx_ops.end(), [&](const auto& m) { return m[0] == name; });
+        if (it == onnx_ops.end()) throw value_error("onnx export: elemwise.fused calls '" + name + "', which has no ONNX rule");
+        if (code[k].arity == 1)
+          unary(std::string((*it)[1]));
+        else
+          binary(std::string((*it)[1]));
         break;
       }
-      case opcode::exp: unary("Exp"); break;
-      case opcode::sigmoid: unary("Sigmoid"); break;
-      case opcode::tanh: unary("Tanh"); break;
-      case opcode::add: binary("Add"); break;
-      case opcode::sub: binary("Sub"); break;
-      case opcode::mul: binary("Mul"); break;
-      case opcode::div: binary("Div"); break;
-      case opcode::minimum: binary("Min"); break;
-      case opcode::maximum: binary("Max"); break;
     }
   }
 }

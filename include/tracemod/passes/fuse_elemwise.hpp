@@ -3,8 +3,8 @@
 // run as a single SIMD pass over its inputs (functional/fused_elementwise.hpp: the shared elementwise
 // loop), e.g.
 //   y = x * 0.5;  z = y + 1.0;  r = nn.relu(z)   ->   r = elemwise.fused[relu(x0 * 0.5 + 1.0)](x, )
-// An op takes part when its registry entry is elementwise and its kernel has a fused_program
-// instruction (op_entry::fused_opcode, from the op's definition). Numbers and one-element float32
+// An op takes part when its registry entry is elementwise and its kernel is a fused function
+// (op_entry::fused_function, from the op's definition: any registered op's, a user's included). Numbers and one-element float32
 // Constants that cannot widen the result become literals; other operands become the fused call's
 // inputs x0, x1, ... (each distinct node once). Refused: a single op alone, an intermediate result
 // used elsewhere or returned, more inputs or stack slots than a fused_program holds.
@@ -27,7 +27,7 @@ namespace detail {
 
 /// Whether `e` is a call FuseElemwise can turn into one instruction.
 inline bool fusable_elemwise(const graph::Expr& e) {
-  return e.op() != nullptr && e.op()->elementwise && e.op()->fused_opcode && e.output_count() == 1 &&
+  return e.op() != nullptr && e.op()->elementwise && e.op()->fused_function && e.output_count() == 1 &&
          static_cast<const graph::TensorNode*>(e.output())->dtype() == DType::float32;
 }
 
@@ -59,7 +59,7 @@ class elemwise_region {
     } else {
       for (std::size_t i = 0; i < n; ++i) operand(args[i], e);
     }
-    program_.push(*op.fused_opcode);
+    program_.push_call(*op.fused_function);
   }
 
   void operand(const graph::CallArg& a, const graph::Expr& consumer) {

@@ -52,7 +52,7 @@ inline graph::Expr* norm_elemwise(graph::Graph& g, graph::Expr& e) {
   if (lhs_const && rhs_const) return nullptr;  // FoldConstant's job
   if (!std::holds_alternative<graph::Node*>(lhs) && !std::holds_alternative<graph::Node*>(rhs)) return nullptr;
   const bool commutative = kind == arith_kind::add || kind == arith_kind::mul;
-  const bool normal_method = op->target == "__add__" || op->target == "__mul__";
+  const bool normal_method = op->kind == functional::call_kind::method && !op->reflected && !op->in_place;
   if (commutative && normal_method && !lhs_const) return nullptr;  // already x + c, x + y, x * c, x * y
   if (kind == arith_kind::div && !rhs_const) return nullptr;       // needs pow
   const auto& add = functional::entry_of<functional::method_add_fn>();

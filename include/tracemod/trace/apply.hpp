@@ -3,9 +3,7 @@
 // the tensor operators of symbolic tensors.
 #pragma once
 
-#include <tracemod/functional/conv.hpp>
-#include <tracemod/functional/elementwise.hpp>
-#include <tracemod/functional/linalg.hpp>
+#include <tracemod/functional/op.hpp>
 #include <tracemod/functional/tensor_methods.hpp>
 #include <tracemod/nn/parameter.hpp>
 #include <tracemod/trace/context.hpp>
@@ -154,16 +152,9 @@ struct static_result<Op, std::tuple<Args...>> {
 template <class Op>
 concept elementwise_binary_op = requires { typename Op::kernel_op; } && Op::operands.size() == 2;
 
-/// Some groups value makes input channels x[1] and weight (k, c/groups, r, s) agree.
-constexpr bool conv_channels_agree(const Shape& x, const Shape& w) {
-  if (x.rank() != 4 || w.rank() != 4 || w[1] == 0) return false;
-  if (x[1] % w[1] != 0) return false;
-  const std::int64_t groups = x[1] / w[1];
-  return groups > 0 && w[0] % groups == 0;
-}
-
 /// Readable compile-time errors for static shapes that no params can make work; false after such an
-/// error, so that no static output shape is computed from them (one error, not a cascade).
+/// error, so that no static output shape is computed from them (one error, not a cascade). Binary
+/// elementwise ops broadcast; any other op may check its static shapes itself (check_static_shapes).
 template <class Op, class... Args>
 constexpr bool check_static_shapes() {
   using ops = std::tuple<Args...>;
@@ -176,25 +167,8 @@ constexpr bool check_static_shapes() {
                     "together; fix the tmod::spec<...> shapes (numpy rules: trailing extents equal or 1)");
       return broadcastable(A::value, B::value);
     }
-  } else if constexpr (std::same_as<Op, functional::conv2d_fn>) {
-    using X = shape_info_t<std::tuple_element_t<0, ops>>;
-    using W = shape_info_t<std::tuple_element_t<1, ops>>;
-    if constexpr (X::is_static && W::is_static) {
-      static_assert(conv_channels_agree(X::value, W::value),
-                    "tmod::symbolic_trace: F::conv2d's static input channels do not match the weight's declared "
-                    "channels (input (N, C, H, W) needs weight (K, C / groups, kH, kW)); fix the spec shapes");
-      return conv_channels_agree(X::value, W::value);
-    }
-  } else if constexpr (std::same_as<Op, functional::linear_fn>) {
-    using X = shape_info_t<std::tuple_element_t<0, ops>>;
-    using W = shape_info_t<std::tuple_element_t<1, ops>>;
-    if constexpr (X::is_static && W::is_static) {
-      constexpr bool agree = W::value.rank() == 2 && X::value.rank() >= 1 && X::value.back() == W::value[1];
-      static_assert(agree,
-                    "tmod::symbolic_trace: F::linear's static input features do not match the weight's "
-                    "in_features (input (..., in) needs weight (out, in)); fix the spec shapes");
-      return agree;
-    }
+  } else if constexpr (requires { Op::template check_static_shapes<shape_info_t<Args>...>(); }) {
+    return Op::template check_static_shapes<shape_info_t<Args>...>();
   }
   return true;
 }

@@ -4,12 +4,13 @@
 //   scale chains   (x * a) * b -> x * (a * b)          for scalars a, b (any of x*a, a*x, F::mul)
 //   shift chains   (x + a) + b -> x + (a + b)          (x - a counts as x + (-a); 3 + (x - 1) -> x + 2)
 //   identities     x * c<1>, x / c<1>, x + c<0>, x - c<0> -> x   (the scalar must be a compile-time tmod::c<N, D>)
-//   idempotence    relu(relu(x)) -> relu(x)
+//   idempotence    f(f(x)) -> f(x) for ops declared idempotent (relu)
+// The rules read the ops' facts (functional/op.hpp: arith, reflected, in_place, idempotent), so they
+// apply to any op that declares them.
 // Folding a chain reassociates float arithmetic: results equal the original within rounding (exactly,
 // when the scalars are powers of two). Chains of compile-time constants fold exactly, as fractions. A folded node keeps the id of the outermost call it replaces.
 #pragma once
 
-#include <tracemod/functional/elementwise.hpp>
 #include <tracemod/functional/tensor_methods.hpp>
 #include <tracemod/trace/typed_graph.hpp>
 #include <tracemod/trace/node.hpp>
@@ -32,17 +33,21 @@ enum class affine_role { none, scale, shift, unshift, divide };
 
 template <class Op>
 constexpr affine_role role_of() {
-  if constexpr (std::same_as<Op, F::mul_fn> || std::same_as<Op, F::method_mul_fn> || std::same_as<Op, F::method_rmul_fn>)
-    return affine_role::scale;
-  else if constexpr (std::same_as<Op, F::add_fn> || std::same_as<Op, F::method_add_fn> ||
-                     std::same_as<Op, F::method_radd_fn>)
-    return affine_role::shift;
-  else if constexpr (std::same_as<Op, F::sub_fn> || std::same_as<Op, F::method_sub_fn>)
-    return affine_role::unshift;  // x - a
-  else if constexpr (std::same_as<Op, F::div_fn> || std::same_as<Op, F::method_truediv_fn>)
-    return affine_role::divide;  // x / a
-  else
+  if constexpr (!requires { Op::arith; } || F::in_place_of<Op>()) {
     return affine_role::none;
+  } else {
+    constexpr bool reflected = requires { requires Op::reflected; };
+    if constexpr (Op::arith == F::arith_kind::mul)
+      return affine_role::scale;
+    else if constexpr (Op::arith == F::arith_kind::add)
+      return affine_role::shift;
+    else if constexpr (Op::arith == F::arith_kind::sub && !reflected)
+      return affine_role::unshift;  // x - a
+    else if constexpr (Op::arith == F::arith_kind::div && !reflected)
+      return affine_role::divide;  // x / a
+    else
+      return affine_role::none;
+  }
 }
 
 /// N is `x (role) scalar` with the tensor operand at index T and the scalar at 1 - T.
@@ -149,8 +154,10 @@ auto apply_rules(const N& n) {
     }
   } else if constexpr (requires { typename N::op; }) {
     using X = std::tuple_element_t<0, std::remove_cvref_t<decltype(n.args)>>;
-    if constexpr (std::same_as<typename N::op, F::relu_fn> && requires { typename X::op; }) {
-      if constexpr (std::same_as<typename X::op, F::relu_fn>)
+    using Op = typename N::op;
+    if constexpr (F::idempotent_of<Op>() && std::same_as<typename Op::params, F::no_params> &&
+                  requires { typename X::op; }) {
+      if constexpr (std::same_as<typename X::op, Op>)
         return std::get<0>(n.args);
       else
         return n;
