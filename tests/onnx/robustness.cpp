@@ -211,6 +211,17 @@ TEST_CASE("onnx import: tensor data of the wrong size says how many bytes or val
   check_contains(refusal(m), {"initializer: tensor 'w' has the negative extent -6"});
 }
 
+TEST_CASE("onnx import: a shape of another element type than ONNX's INT64 is refused, not converted") {
+  proto::ModelProto m = valid();
+  proto::GraphProto& g = *m.mutable_graph();
+  add_weight(g, "shape", 1).set_float_data(0, 3.f);
+  add_node(g, "s", "Reshape", {"y", "shape"}, "z");
+  proto::ValueInfoProto& z = *g.add_output();
+  z.set_name("z");
+  set_type(z, proto::TensorProto::FLOAT, {3});
+  check_contains(refusal(m), {"node 's' (Reshape): shape: tensor 'shape' has element type FLOAT, where ONNX defines INT64"});
+}
+
 TEST_CASE("onnx import: an attribute of the wrong type says so, naming the node") {
   proto::ModelProto m = valid();
   proto::NodeProto& pool = *m.mutable_graph()->mutable_node(0);

@@ -201,6 +201,22 @@ std::vector<T> elements(const proto::TensorProto& t, const Field& field, std::si
   return out;
 }
 
+/// The values of an INT64 or INT32 TensorProto (shapes, axes), exactly as written; format_error for
+/// other element types (ONNX defines these inputs as INT64).
+[[nodiscard]] inline std::vector<std::int64_t> integers_of(const proto::TensorProto& t, std::string_view where) {
+  if (t.data_location() == proto::TensorProto::EXTERNAL)
+    throw format_error(std::string(where) + ": tensor '" + t.name() + "' keeps its data in an external file");
+  check_tensor(t, where);
+  const auto n = static_cast<std::size_t>(shape_of(t, where).numel());
+  if (t.data_type() == proto::TensorProto::INT64) return detail::elements<std::int64_t>(t, t.int64_data(), n);
+  if (t.data_type() == proto::TensorProto::INT32) {
+    const std::vector<std::int32_t> v = detail::elements<std::int32_t>(t, t.int32_data(), n);
+    return {v.begin(), v.end()};
+  }
+  throw format_error(std::string(where) + ": tensor '" + t.name() + "' has element type " + elem_type_name(t.data_type()) +
+                     ", where ONNX defines INT64");
+}
+
 // ---- attributes ------------------------------------------------------------------------------------
 
 [[nodiscard]] inline const proto::AttributeProto* find_attr(const proto::NodeProto& n, std::string_view name) {
