@@ -203,7 +203,7 @@ inline void check_output(const proto::ValueInfoProto& v, const graph::Node* n, c
   if (!same) {
     std::string declared = "(";
     for (const proto::TensorShapeProto_Dimension& d : tt.shape().dim())
-      declared += (declared.size() > 1 ? ", " : "") + (d.has_dim_value() ? std::to_string(d.dim_value()) : d.dim_param());
+      declared += (declared.size() > 1 ? ", " : "") + (d.has_dim_value() ? std::to_string(d.dim_value()) : d.dim_param().empty() ? "?" : d.dim_param());
     throw format_error(where + "of shape " + declared + (tt.shape().dim_size() == 1 ? ",)" : ")") + "; the graph computes " +
                        t->shape().to_string());
   }

@@ -139,6 +139,12 @@ inline void check_tensor(const proto::TensorProto& t, std::string_view where) {
 
 namespace detail {
 
+/// format_error for a tensor whose data is in an external file: tracemod reads self-contained files only.
+inline void require_embedded(const proto::TensorProto& t, std::string_view where) {
+  if (t.data_location() == proto::TensorProto::EXTERNAL)
+    throw format_error(std::string(where) + ": tensor '" + t.name() + "' keeps its data in an external file");
+}
+
 /// Copies the elements of a checked TensorProto, from raw_data or the typed field, to `out` as T.
 template <class T, class Field>
 void copy_elements(const proto::TensorProto& t, const Field& field, std::size_t n, T* out) {
@@ -161,8 +167,7 @@ std::vector<T> elements(const proto::TensorProto& t, const Field& field, std::si
 /// A float32 or int32 TensorProto as a tmod::Tensor; dtype_error for other element types, format_error
 /// for malformed data (external data included: tracemod reads self-contained files only).
 [[nodiscard]] inline Tensor from_proto(const proto::TensorProto& t, std::string_view where) {
-  if (t.data_location() == proto::TensorProto::EXTERNAL)
-    throw format_error(std::string(where) + ": tensor '" + t.name() + "' keeps its data in an external file");
+  detail::require_embedded(t, where);
   check_tensor(t, where);
   const Shape s = shape_of(t, where);
   const auto n = static_cast<std::size_t>(s.numel());
@@ -183,8 +188,7 @@ std::vector<T> elements(const proto::TensorProto& t, const Field& field, std::si
 /// The values of an integer or float TensorProto as int64 (shapes, axes, bounds), for the few inputs
 /// ONNX passes as tensors but tracemod takes as parameters.
 [[nodiscard]] inline std::vector<double> numbers_of(const proto::TensorProto& t, std::string_view where) {
-  if (t.data_location() == proto::TensorProto::EXTERNAL)
-    throw format_error(std::string(where) + ": tensor '" + t.name() + "' keeps its data in an external file");
+  detail::require_embedded(t, where);
   check_tensor(t, where);
   const auto n = static_cast<std::size_t>(shape_of(t, where).numel());
   std::vector<double> out;
@@ -204,8 +208,7 @@ std::vector<T> elements(const proto::TensorProto& t, const Field& field, std::si
 /// The values of an INT64 or INT32 TensorProto (shapes, axes), exactly as written; format_error for
 /// other element types (ONNX defines these inputs as INT64).
 [[nodiscard]] inline std::vector<std::int64_t> integers_of(const proto::TensorProto& t, std::string_view where) {
-  if (t.data_location() == proto::TensorProto::EXTERNAL)
-    throw format_error(std::string(where) + ": tensor '" + t.name() + "' keeps its data in an external file");
+  detail::require_embedded(t, where);
   check_tensor(t, where);
   const auto n = static_cast<std::size_t>(shape_of(t, where).numel());
   if (t.data_type() == proto::TensorProto::INT64) return detail::elements<std::int64_t>(t, t.int64_data(), n);
