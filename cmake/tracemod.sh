@@ -4,7 +4,7 @@
 #   cmake/tracemod.sh test   installs what is missing, builds and runs every test (g++, -march=native),
 #                            the kernel tests once more with clang for AVX2 + FMA, the demo and a
 #                            short benchmark run, then the tests under AddressSanitizer +
-#                            UndefinedBehaviorSanitizer, and the two libFuzzer targets for 30 s each;
+#                            UndefinedBehaviorSanitizer, and the libFuzzer targets for 30 s;
 #                            docs/build.md lists what each part costs
 #   cmake/tracemod.sh bench  builds and runs the benchmarks (extra arguments go to Google Benchmark)
 set -euo pipefail
@@ -30,31 +30,58 @@ jobs=$(nproc)
 
 fuzz_packages=(clang-14 libclang-rt-14-dev)  # libFuzzer and the sanitizer runtimes of clang 14
 
-# run_fuzzers <seconds per target>: builds only fuzz_load and fuzz_npy (clang 14, -O1, libFuzzer +
-# ASan + UBSan) and runs each for that long on its seed corpus; a crash, a leak, a sanitizer report
-# or an input over the memory limit ends the fuzzer with a non-zero status, and this script with it.
+# run_fuzzer <target> <seconds> <corpus dir> <seed dirs...>: one libFuzzer run, its output in
+# build/fuzz/<target>.log and its exit status in build/fuzz/<target>.status.
+run_fuzzer() {
+  local target=$1 seconds=$2 status=0
+  shift 2
+  mkdir -p "$1"
+  ./build/fuzz/tests/"$target" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 "$@" \
+    > build/fuzz/"$target".log 2>&1 || status=$?
+  echo "$status" > build/fuzz/"$target".status
+}
+
+# run_fuzzers <seconds>: builds only the libFuzzer targets (clang 14, -O1, libFuzzer + ASan + UBSan):
+# fuzz_load, fuzz_npy and, when tracemod::onnx is built, fuzz_onnx, and runs them on their seed corpora
+# for that long in all, one process per core: fuzz_load for the whole time on one; fuzz_npy (a small
+# parser, covered in seconds) for a third of it, then fuzz_onnx (seeded with the models of ONNX's
+# backend node tests) for the rest on the other. A crash, a leak, a sanitizer report or an input over
+# the memory limit ends a fuzzer with a non-zero status, and this script with it.
 run_fuzzers() {
-  local seconds=$1
+  local seconds=$1 onnx_tests=/usr/share/libonnx-testdata/data/node
   configure build/fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
     -DCMAKE_CXX_COMPILER=clang++-14 -DTRACEMOD_FUZZ=ON -DTRACEMOD_NATIVE=OFF \
     -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
-  cmake --build build/fuzz -j "$jobs" --target fuzz_load fuzz_npy
-  mkdir -p build/fuzz/corpus/load build/fuzz/corpus/npy
-  # Each harness is one process on one core: the two run side by side, and the step fails if either does.
-  ./build/fuzz/tests/fuzz_load -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
-    build/fuzz/corpus/load tests/data/serialize > build/fuzz/fuzz_load.log 2>&1 &
-  local load=$!
-  ./build/fuzz/tests/fuzz_npy -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
-    build/fuzz/corpus/npy tests/data/conv2d > build/fuzz/fuzz_npy.log 2>&1 &
-  local npy=$! status=0
-  wait "$load" || status=1
-  wait "$npy" || status=$((status | 2))
-  tail -n 8 build/fuzz/fuzz_load.log build/fuzz/fuzz_npy.log
-  if [ "$status" -ne 0 ]; then
-    [ $((status & 1)) -eq 0 ] || { echo "fuzz_load failed:"; tail -n 60 build/fuzz/fuzz_load.log; }
-    [ $((status & 2)) -eq 0 ] || { echo "fuzz_npy failed:"; tail -n 60 build/fuzz/fuzz_npy.log; }
-    return 1
+  local targets=(fuzz_load fuzz_npy)
+  # (grep reads all of ninja's list: under pipefail, grep -q could fail the pipe by closing it early)
+  if ninja -C build/fuzz -t targets all | grep '^fuzz_onnx:' >/dev/null && [ -d "$onnx_tests" ]; then
+    targets+=(fuzz_onnx)
   fi
+  cmake --build build/fuzz -j "$jobs" --target "${targets[@]}"
+  rm -f build/fuzz/*.status
+  run_fuzzer fuzz_load "$seconds" build/fuzz/corpus/load tests/data/serialize &
+  local first=$!
+  if [ ${#targets[@]} -eq 3 ]; then
+    mkdir -p build/fuzz/seeds/onnx
+    for dir in "$onnx_tests"/*/; do
+      cp -u "$dir/model.onnx" "build/fuzz/seeds/onnx/$(basename "$dir").onnx"
+    done
+    { run_fuzzer fuzz_npy $((seconds / 3)) build/fuzz/corpus/npy tests/data/conv2d
+      run_fuzzer fuzz_onnx $((seconds - seconds / 3)) build/fuzz/corpus/onnx build/fuzz/seeds/onnx; } &
+  else
+    run_fuzzer fuzz_npy "$seconds" build/fuzz/corpus/npy tests/data/conv2d &
+  fi
+  wait "$first" $!
+  local target failed=0
+  for target in "${targets[@]}"; do
+    tail -n 8 build/fuzz/"$target".log
+    if [ "$(cat build/fuzz/"$target".status 2>/dev/null || echo missing)" != 0 ]; then
+      echo "$target failed:"
+      tail -n 60 build/fuzz/"$target".log
+      failed=1
+    fi
+  done
+  return "$failed"
 }
 
 configure() {  # configure <build dir> <cmake args...>
@@ -117,7 +144,7 @@ case "${1:-}" in
       -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
     cmake --build build/sanitize -j "$jobs"
     ctest --test-dir build/sanitize -j "$jobs" --output-on-failure
-    step "libFuzzer, ASan + UBSan: fuzz_load and fuzz_npy, 30 s each (cmake/tracemod.sh fuzz [seconds] runs longer)"
+    step "libFuzzer, ASan + UBSan: fuzz_load, fuzz_npy and fuzz_onnx, 30 s on two cores (cmake/tracemod.sh fuzz [seconds] runs longer)"
     run_fuzzers 30
     step "done"
     ;;
@@ -128,7 +155,7 @@ case "${1:-}" in
     shift
     ./build/release/bench/tracemod_bench "$@"
     ;;
-  fuzz)  # fuzz [seconds per target, default 60]: the libFuzzer targets of tests/fuzz, ASan + UBSan
+  fuzz)  # fuzz [seconds, default 60]: the libFuzzer targets of tests/fuzz, ASan + UBSan (see run_fuzzers)
     packages+=("${fuzz_packages[@]}")
     install_missing
     run_fuzzers "${2:-60}"

@@ -144,17 +144,16 @@ TEST_CASE("onnx import: torch.onnx.export's ResNet-18 matches PyTorch's output")
 TEST_CASE("onnx import: every unsupported op, attribute and element type is listed in one error") {
   proto::ModelProto m;
   m.set_ir_version(proto::IR_VERSION);
-  m.add_opset_import()->set_version(13);
+  m.add_opset_import()->set_version(6);  // Add's attribute axis, which tracemod does not read, is opset 6's
   proto::GraphProto& g = *m.mutable_graph();
   g.set_name("bad");
-  const auto input = [&](const std::string& name, int type) {
-    proto::ValueInfoProto& v = *g.add_input();
+  const auto value = [](proto::ValueInfoProto& v, const std::string& name, int type) {
     v.set_name(name);
     v.mutable_type()->mutable_tensor_type()->set_elem_type(type);
     v.mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(3);
   };
-  input("x", proto::TensorProto::FLOAT);
-  input("d", proto::TensorProto::DOUBLE);
+  value(*g.add_input(), "x", proto::TensorProto::FLOAT);
+  value(*g.add_input(), "d", proto::TensorProto::DOUBLE);
   const auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) -> proto::NodeProto& {
     proto::NodeProto& n = *g.add_node();
     n.set_op_type(op);
@@ -163,11 +162,13 @@ TEST_CASE("onnx import: every unsupported op, attribute and element type is list
     return n;
   };
   node("Relu", {"x"}, "a");
-  node("Erf", {"a"}, "b");
+  node("Elu", {"a"}, "b");
   node("LeakyRelu", {"b"}, "c");
-  tmod::onnx::set_attr(node("Softmax", {"a"}, "s"), "bogus", std::int64_t{1});
+  proto::NodeProto& add = node("Add", {"a", "a"}, "s");
+  tmod::onnx::set_attr(add, "broadcast", std::int64_t{1});
+  tmod::onnx::set_attr(add, "axis", std::int64_t{0});
   node("Neg", {"d"}, "e");
-  g.add_output()->set_name("c");
+  value(*g.add_output(), "c", proto::TensorProto::FLOAT);
   try {
     (void)tmod::onnx::import_model(m);
     FAIL("import of unsupported ops succeeded");
@@ -175,9 +176,9 @@ TEST_CASE("onnx import: every unsupported op, attribute and element type is list
     const std::string what = e.what();
     CAPTURE(what);
     CHECK(what.find("4 unsupported features") != std::string::npos);
-    CHECK(what.find("op Erf") != std::string::npos);
+    CHECK(what.find("op Elu") != std::string::npos);
     CHECK(what.find("op LeakyRelu") != std::string::npos);
-    CHECK(what.find("attribute 'bogus'") != std::string::npos);
+    CHECK(what.find("attribute 'axis'") != std::string::npos);
     CHECK(what.find("element type DOUBLE") != std::string::npos);
   }
 }
@@ -210,6 +211,15 @@ proto::ModelProto small_model(std::int64_t opset, const std::vector<std::int64_t
   for (std::int64_t d : shape) v.mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
   build(g);
   return m;
+}
+
+/// A float32 graph output of the given shape.
+void add_output(proto::GraphProto& g, const std::string& name, const std::vector<std::int64_t>& shape) {
+  proto::ValueInfoProto& v = *g.add_output();
+  v.set_name(name);
+  v.mutable_type()->mutable_tensor_type()->set_elem_type(proto::TensorProto::FLOAT);
+  v.mutable_type()->mutable_tensor_type()->mutable_shape();
+  for (std::int64_t d : shape) v.mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
 }
 
 proto::NodeProto& add_node(proto::GraphProto& g, const std::string& op, std::vector<std::string> in, const std::string& out) {
@@ -254,13 +264,17 @@ TEST_CASE("onnx import: Unsqueeze and Squeeze, axes as an input (opset 13) and a
     add_node(g, "Unsqueeze", {"x", "ax_u"}, "u");
     add_node(g, "Squeeze", {"u", "ax_s"}, "s");
     add_node(g, "Squeeze", {"s"}, "all");
-    for (const char* o : {"u", "s", "all"}) g.add_output()->set_name(o);
+    add_output(g, "u", {1, 2, 3, 1});
+    add_output(g, "s", {2, 3, 1});
+    add_output(g, "all", {2, 3});
   }));
   check(small_model(11, {2, 3}, [](proto::GraphProto& g) {
     tmod::onnx::set_attr(add_node(g, "Unsqueeze", {"x"}, "u"), "axes", std::vector<std::int64_t>{0, -1});
     tmod::onnx::set_attr(add_node(g, "Squeeze", {"u"}, "s"), "axes", std::vector<std::int64_t>{-4});
     add_node(g, "Squeeze", {"s"}, "all");
-    for (const char* o : {"u", "s", "all"}) g.add_output()->set_name(o);
+    add_output(g, "u", {1, 2, 3, 1});
+    add_output(g, "s", {2, 3, 1});
+    add_output(g, "all", {2, 3});
   }));
 
   // Squeezing an extent other than 1, naming an axis twice, and axes computed at run time are refused.
@@ -272,18 +286,18 @@ TEST_CASE("onnx import: Unsqueeze and Squeeze, axes as an input (opset 13) and a
   refused(small_model(13, {2, 1}, [](proto::GraphProto& g) {
             add_axes(g, "ax", {0});
             add_node(g, "Squeeze", {"x", "ax"}, "s");
-            g.add_output()->set_name("s");
+            add_output(g, "s", {1});
           }),
           {"node 's' (Squeeze)", "axis 0 of an input of shape (2, 1) has extent 2"});
   refused(small_model(13, {2, 3}, [](proto::GraphProto& g) {
             add_axes(g, "ax", {1, -3});  // -3 of the rank-4 output is 1
             add_node(g, "Unsqueeze", {"x", "ax"}, "u");
-            g.add_output()->set_name("u");
+            add_output(g, "u", {2, 1, 3, 1});
           }),
           {"node 'u' (Unsqueeze)", "names axis 1 twice"});
   refused(small_model(13, {2, 3}, [](proto::GraphProto& g) {
             add_node(g, "Unsqueeze", {"x", "x"}, "u");
-            g.add_output()->set_name("u");
+            add_output(g, "u", {1, 2, 3});
           }),
           {"node 'u' (Unsqueeze)", "axes 'x' is computed at run time"});
 }

@@ -117,9 +117,7 @@ inline std::optional<std::vector<std::int64_t>> axes_of(Importer& im, const prot
   if (im.opset() >= 13) {
     if (find_attr(n, "axes") != nullptr) throw unsupported("attribute axes (an input from opset 13 on)");
     if (n.input_size() < 2 || n.input(1).empty()) return std::nullopt;
-    std::vector<std::int64_t> axes;
-    for (double a : im.numbers(n, 1, "axes")) axes.push_back(static_cast<std::int64_t>(a));
-    return axes;
+    return im.integers(n, 1, "axes");
   }
   if (find_attr(n, "axes") == nullptr) return std::nullopt;
   return attr_ints(n, "axes");
@@ -274,16 +272,12 @@ inline const std::vector<import_rule>& import_table() {
       {"Reshape", {"allowzero", "shape"}, {1},
        [](Importer& im, const proto::NodeProto& n) {
          graph::Node* x = im.tensor(n.input(0));
-         std::vector<double> target;
-         if (n.input_size() > 1) {
-           target = im.numbers(n, 1, "shape");
-         } else {  // before opset 5 the shape was an attribute
-           for (std::int64_t d : attr_ints(n, "shape")) target.push_back(static_cast<double>(d));
-         }
+         // before opset 5 the shape was an attribute
+         const std::vector<std::int64_t> target = n.input_size() > 1 ? im.integers(n, 1, "shape") : attr_ints(n, "shape");
          const bool allowzero = attr_int(n, "allowzero", 0) != 0;
          F::int_list shape;
          for (std::size_t i = 0; i < target.size(); ++i) {
-           const auto d = static_cast<std::int64_t>(target[i]);
+           const std::int64_t d = target[i];
            if (d == 0 && !allowzero) {
              if (i >= Importer::shape(x).rank()) throw unsupported("a 0 in shape past the input's rank");
              shape.push_back(Importer::shape(x)[i]);  // ONNX: 0 copies the input's extent

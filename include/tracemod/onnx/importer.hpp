@@ -87,13 +87,11 @@ class Importer {
   }
   /// The numbers of a value known at import time; `unsupported` otherwise.
   std::vector<double> numbers(const proto::NodeProto& n, int i, std::string_view what) {
-    const std::string& name = n.input(i);
-    const auto st = statics_.find(name);
-    if (st == statics_.end())
-      throw unsupported(std::string(what) + " '" + name +
-                        "' is computed at run time; tracemod needs it at import time (an initializer, a Constant, or "
-                        "ImportOptions::constant_inputs)");
-    return numbers_of(*st->second.first, what);
+    return numbers_of(static_value(n, i, what), what);
+  }
+  /// The integers (a shape, axes) of a value known at import time; `unsupported` otherwise.
+  std::vector<std::int64_t> integers(const proto::NodeProto& n, int i, std::string_view what) {
+    return integers_of(static_value(n, i, what), what);
   }
 
   [[nodiscard]] static const Shape& shape(const graph::Node* n) { return static_cast<const graph::TensorNode*>(n)->shape(); }
@@ -119,6 +117,16 @@ class Importer {
   }
 
  private:
+  const proto::TensorProto& static_value(const proto::NodeProto& n, int i, std::string_view what) const {
+    const std::string& name = n.input(i);
+    const auto st = statics_.find(name);
+    if (st == statics_.end())
+      throw unsupported(std::string(what) + " '" + name +
+                        "' is computed at run time; tracemod needs it at import time (an initializer, a Constant, or "
+                        "ImportOptions::constant_inputs)");
+    return *st->second.first;
+  }
+
   TracedModule& tm_;
   graph::Graph& g_;
   std::int64_t opset_;
