@@ -14,6 +14,7 @@
 
 #include "graph/opaque_scale.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -58,6 +59,14 @@ const auto my_relu6 = tmod::wrap("my_relu6", [](const auto& x) { return F::minim
 using opaque_test::OpaqueScale;
 using opaque_test::UsesOpaque;
 const bool opaque_scale_registered = (tmod::register_as_builtin<OpaqueScale>(), true);
+
+/// A conv clipped by the builtin ReLU6.
+struct Clipped : tmod::Module {
+  M::Conv2d conv{3, 4, 3, {.padding = 1}};
+  M::ReLU6 act;
+  TM_MODULE(Clipped, conv, act)
+  auto forward(const auto& x) const { return act(conv(x)); }
+};
 
 /// A user module attached by surgery (traced into a graph of its own there).
 struct Halve : tmod::Module {
@@ -375,6 +384,19 @@ TEST_CASE("save/load: a user module made builtin with register_as_builtin comes 
   REQUIRE(op != nullptr);
   CHECK(same_bits(op->s, m.op.s));
   CHECK(same_bits(back(x).tensor(), F::neg(m.conv(x)) * 3.f));
+}
+
+TEST_CASE("save/load: a graph calling M::ReLU6 round-trips") {
+  Clipped m;
+  const tmod::Tensor x = tmod::randn({1, 3, 6, 6}) * 10.f;
+  tmod::TracedModule t = tmod::trace_module(m, x);
+  tmod::TracedModule back = check_round_trip(t, x);
+  CHECK(back.getattr("act").module().type_name() == "ReLU6");
+  const tmod::Tensor y = back(x).tensor();
+  const tmod::Tensor z = m.conv(x);
+  const auto got = y.values<float>(), pre = z.values<float>();
+  REQUIRE(got.size() == pre.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == std::min(std::max(pre[i], 0.f), 6.f));
 }
 
 TEST_CASE("load: a builtin's tensor whose shape disagrees with its config is a format_error") {

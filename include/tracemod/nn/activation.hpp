@@ -1,6 +1,7 @@
 // Activation modules.
 #pragma once
 
+#include <tracemod/core/value.hpp>
 #include <tracemod/functional/elementwise.hpp>
 #include <tracemod/nn/reflection.hpp>
 
@@ -11,6 +12,8 @@ class ReLU : public Module {
  public:
   ReLU() = default;
   TM_BUILTIN_MODULE(ReLU)
+  [[nodiscard]] Value config() const { return Value::dict({}); }
+  static ReLU from_config(const Value&) { return {}; }
   /// How a call commutes with scaling its input (functional/op.hpp): like F::relu.
   static constexpr functional::scale_rule scaling = functional::scale_rule::positive;
 
@@ -23,6 +26,8 @@ class ReLU6 : public Module {
  public:
   ReLU6() = default;
   TM_BUILTIN_MODULE(ReLU6)
+  [[nodiscard]] Value config() const { return Value::dict({}); }
+  static ReLU6 from_config(const Value&) { return {}; }
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::relu6(x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }

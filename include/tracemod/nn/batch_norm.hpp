@@ -6,6 +6,7 @@
 #include <tracemod/core/factories.hpp>
 #include <tracemod/functional/normalization.hpp>
 #include <tracemod/functional/params.hpp>
+#include <tracemod/nn/module_config.hpp>
 #include <tracemod/nn/reflection.hpp>
 
 #include <cstdint>
@@ -54,6 +55,33 @@ class BatchNorm2d : public Module {
   }
 
   TM_BUILTIN_MODULE(BatchNorm2d, weight, bias, running_mean, running_var, num_batches_tracked)
+
+  [[nodiscard]] Value config() const {
+    return Value::dict({{"num_features", num_features}, {"eps", eps},
+                        {"momentum", momentum ? Value(*momentum) : Value(none)}, {"affine", affine},
+                        {"track_running_stats", track_running_stats}});
+  }
+  /// The BatchNorm2d a config describes, its tensors at placeholder size (load assigns the saved
+  /// ones and checks them against tensor_shapes()).
+  static BatchNorm2d from_config(const Value& c) {
+    const auto features = config_field<std::int64_t>(c, "BatchNorm2d", "num_features");
+    BatchNorm2d m(0, {.eps = config_field<double>(c, "BatchNorm2d", "eps"),
+                      .momentum = config_field<std::optional<double>>(c, "BatchNorm2d", "momentum"),
+                      .affine = config_field<bool>(c, "BatchNorm2d", "affine"),
+                      .track_running_stats = config_field<bool>(c, "BatchNorm2d", "track_running_stats")});
+    if (features < 0) throw value_error("BatchNorm2d: num_features " + std::to_string(features) + " is negative");
+    m.num_features = features;
+    return m;
+  }
+  [[nodiscard]] tensor_shape_list tensor_shapes() const {
+    tensor_shape_list v;
+    if (weight.defined()) v.emplace_back("weight", Shape{num_features});
+    if (bias.defined()) v.emplace_back("bias", Shape{num_features});
+    if (running_mean.defined()) v.emplace_back("running_mean", Shape{num_features});
+    if (running_var.defined()) v.emplace_back("running_var", Shape{num_features});
+    if (num_batches_tracked.defined()) v.emplace_back("num_batches_tracked", Shape{});
+    return v;
+  }
 
   /// Training mode normalises with the batch statistics and updates the running ones; eval mode uses
   /// the running statistics (or the batch ones when they are not tracked).

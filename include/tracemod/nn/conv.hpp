@@ -5,6 +5,7 @@
 #include <tracemod/functional/conv.hpp>
 #include <tracemod/functional/params.hpp>
 #include <tracemod/nn/init.hpp>
+#include <tracemod/nn/module_config.hpp>
 #include <tracemod/nn/reflection.hpp>
 
 #include <cstdint>
@@ -55,6 +56,45 @@ class Conv2d : public Module {
   }
 
   TM_BUILTIN_MODULE(Conv2d, weight, bias)
+
+  [[nodiscard]] Value config() const {
+    using functional::to_value;
+    return Value::dict({{"in_channels", in_channels}, {"out_channels", out_channels},
+                        {"kernel_size", to_value(kernel_size)}, {"stride", to_value(stride)},
+                        {"padding", to_value(padding)}, {"dilation", to_value(dilation)},
+                        {"groups", groups}, {"bias", bias.defined()}});
+  }
+  /// The Conv2d a config describes. It is built at 1x1 size (the constructor validates stride,
+  /// padding, dilation and bias) so that no weight of the configured size is allocated or
+  /// initialised: load assigns the saved tensors and checks them against tensor_shapes().
+  static Conv2d from_config(const Value& c) {
+    using functional::pair2;
+    const auto in = config_field<std::int64_t>(c, "Conv2d", "in_channels");
+    const auto out = config_field<std::int64_t>(c, "Conv2d", "out_channels");
+    const auto groups = config_field<std::int64_t>(c, "Conv2d", "groups");
+    const auto kernel = config_field<pair2>(c, "Conv2d", "kernel_size");
+    Conv2d m(1, 1, 1,
+             {.stride = config_field<pair2>(c, "Conv2d", "stride"),
+              .padding = config_field<pair2>(c, "Conv2d", "padding"),
+              .dilation = config_field<pair2>(c, "Conv2d", "dilation"),
+              .groups = 1,
+              .bias = config_field<bool>(c, "Conv2d", "bias")});
+    if (in < 0 || out < 0 || groups < 1 || in % groups != 0 || out % groups != 0 || kernel.h < 1 || kernel.w < 1)
+      throw value_error("Conv2d: in_channels=" + std::to_string(in) + ", out_channels=" + std::to_string(out) +
+                        ", groups=" + std::to_string(groups) + ", kernel_size=" + functional::repr(kernel) +
+                        " is no valid configuration");
+    m.in_channels = in;
+    m.out_channels = out;
+    m.groups = groups;
+    m.kernel_size = kernel;
+    return m;
+  }
+  [[nodiscard]] tensor_shape_list tensor_shapes() const {
+    const std::int64_t g = groups > 0 ? groups : 1;
+    tensor_shape_list v{{"weight", Shape{out_channels, in_channels / g, kernel_size.h, kernel_size.w}}};
+    if (bias.defined()) v.emplace_back("bias", Shape{out_channels});
+    return v;
+  }
 
   [[nodiscard]] functional::conv2d_fn::params conv_params() const { return {stride, padding, dilation, groups}; }
 

@@ -6,6 +6,7 @@
 #include <tracemod/functional/op.hpp>
 #include <tracemod/functional/params.hpp>
 #include <tracemod/nn/init.hpp>
+#include <tracemod/nn/module_config.hpp>
 #include <tracemod/nn/reflection.hpp>
 
 #include <string>
@@ -22,6 +23,8 @@ class Dropout : public Module {
   }
 
   TM_BUILTIN_MODULE(Dropout)
+  [[nodiscard]] Value config() const { return Value::dict({{"p", p}}); }
+  static Dropout from_config(const Value& c) { return Dropout(config_field<double>(c, "Dropout", "p")); }
 
   [[nodiscard]] Tensor forward(const Tensor& x) const {
     if (!training() || p == 0.0) return x;

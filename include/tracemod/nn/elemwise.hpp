@@ -5,6 +5,7 @@
 
 #include <tracemod/core/error.hpp>
 #include <tracemod/functional/elementwise.hpp>
+#include <tracemod/nn/module_config.hpp>
 #include <tracemod/nn/reflection.hpp>
 
 #include <array>
@@ -33,6 +34,10 @@ class Elemwise : public Module {
   explicit Elemwise(std::string_view method) : mode(parse(method)) {}
 
   TM_BUILTIN_MODULE(Elemwise)
+  [[nodiscard]] Value config() const { return Value::dict({{"method", std::string(method())}}); }
+  static Elemwise from_config(const Value& c) {
+    return Elemwise(config_field<std::string>(c, "Elemwise", "method"));
+  }
 
   /// "ADD", "FUSE_ADD_RELU", ...: MegEngine's `method`.
   [[nodiscard]] std::string_view method() const noexcept { return mode_names[static_cast<std::size_t>(mode)]; }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <tracemod/functional/shape_ops.hpp>
+#include <tracemod/nn/module_config.hpp>
 #include <tracemod/nn/reflection.hpp>
 
 #include <cstdint>
@@ -16,6 +17,12 @@ class Flatten : public Module {
   explicit Flatten(std::int64_t start_axis = 1, std::int64_t end_axis = -1) : params{start_axis, end_axis} {}
 
   TM_BUILTIN_MODULE(Flatten)
+  [[nodiscard]] Value config() const { return params_config<functional::flatten_fn>(params); }
+  static Flatten from_config(const Value& c) {
+    Flatten m;
+    m.params = params_from_config<functional::flatten_fn>(c, "Flatten");
+    return m;
+  }
   /// How a call commutes with scaling its input (functional/op.hpp): like F::flatten.
   static constexpr functional::scale_rule scaling = functional::scale_rule::linear;
 

@@ -10,10 +10,12 @@
 #include <tracemod/kernels/conv2d.hpp>
 #include <tracemod/nn/batch_norm.hpp>
 #include <tracemod/nn/conv.hpp>
+#include <tracemod/nn/module_config.hpp>
 #include <tracemod/nn/reflection.hpp>
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace tracemod::nn {
 
@@ -68,6 +70,26 @@ inline Tensor conv_bn_inference(const Conv2d& conv, const functional::batch_norm
   return y;
 }
 
+/// A fused module's config {"conv": ..., "bn": ...}, the module it describes, and its tensor shapes
+/// (conv.* and bn.*): what ConvBn2d and ConvBnRelu2d declare.
+template <class Fused>
+Value conv_bn_config(const Fused& m) {
+  return Value::dict({{"conv", m.conv.config()}, {"bn", m.bn.config()}});
+}
+template <class Fused>
+Fused conv_bn_from_config(const Value& c) {
+  Fused m(1, 1, 1);
+  m.conv = Conv2d::from_config(config_entry(c, Fused::tracemod_type_name, "conv"));
+  m.bn = BatchNorm2d::from_config(config_entry(c, Fused::tracemod_type_name, "bn"));
+  return m;
+}
+template <class Fused>
+tensor_shape_list conv_bn_tensor_shapes(const Fused& m) {
+  tensor_shape_list v = prefixed(m.conv.tensor_shapes(), "conv.");
+  for (auto& s : prefixed(m.bn.tensor_shapes(), "bn.")) v.push_back(std::move(s));
+  return v;
+}
+
 }  // namespace detail
 
 /// bn(conv(x))
@@ -81,6 +103,9 @@ class ConvBn2d : public Module {
       : conv(in, out, kernel, conv_options), bn(out, bn_options) {}
 
   TM_BUILTIN_MODULE(ConvBn2d, conv, bn)
+  [[nodiscard]] Value config() const { return detail::conv_bn_config(*this); }
+  static ConvBn2d from_config(const Value& c) { return detail::conv_bn_from_config<ConvBn2d>(c); }
+  [[nodiscard]] tensor_shape_list tensor_shapes() const { return detail::conv_bn_tensor_shapes(*this); }
 
   /// In eval mode one conv kernel call (detail::conv_bn_inference); in training mode conv, then bn.
   [[nodiscard]] Tensor forward(const Tensor& x) const {
@@ -102,6 +127,9 @@ class ConvBnRelu2d : public Module {
       : conv(in, out, kernel, conv_options), bn(out, bn_options) {}
 
   TM_BUILTIN_MODULE(ConvBnRelu2d, conv, bn)
+  [[nodiscard]] Value config() const { return detail::conv_bn_config(*this); }
+  static ConvBnRelu2d from_config(const Value& c) { return detail::conv_bn_from_config<ConvBnRelu2d>(c); }
+  [[nodiscard]] tensor_shape_list tensor_shapes() const { return detail::conv_bn_tensor_shapes(*this); }
 
   /// In eval mode one conv kernel call (detail::conv_bn_inference); in training mode conv, bn, relu.
   [[nodiscard]] Tensor forward(const Tensor& x) const {

@@ -1,6 +1,7 @@
 // Identity: returns its input (a placeholder that keeps a module slot, e.g. after fusing a bn away).
 #pragma once
 
+#include <tracemod/core/value.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/nn/reflection.hpp>
 
@@ -10,6 +11,8 @@ class Identity : public Module {
  public:
   Identity() = default;
   TM_BUILTIN_MODULE(Identity)
+  [[nodiscard]] Value config() const { return Value::dict({}); }
+  static Identity from_config(const Value&) { return {}; }
   /// How a call commutes with scaling its input (functional/op.hpp): returns its input.
   static constexpr functional::scale_rule scaling = functional::scale_rule::linear;
 

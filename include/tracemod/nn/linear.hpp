@@ -4,6 +4,7 @@
 #include <tracemod/core/error.hpp>
 #include <tracemod/functional/linalg.hpp>
 #include <tracemod/nn/init.hpp>
+#include <tracemod/nn/module_config.hpp>
 #include <tracemod/nn/reflection.hpp>
 
 #include <cstdint>
@@ -29,6 +30,24 @@ class Linear : public Module {
   }
 
   TM_BUILTIN_MODULE(Linear, weight, bias)
+
+  [[nodiscard]] Value config() const {
+    return Value::dict({{"in_features", in_features}, {"out_features", out_features}, {"bias", bias.defined()}});
+  }
+  /// The Linear a config describes, its tensors at placeholder size (load assigns the saved ones and
+  /// checks them against tensor_shapes()), so a config allocates nothing of the size it states.
+  static Linear from_config(const Value& c) {
+    Linear m(1, 1, config_field<bool>(c, "Linear", "bias"));
+    m.in_features = config_field<std::int64_t>(c, "Linear", "in_features");
+    m.out_features = config_field<std::int64_t>(c, "Linear", "out_features");
+    if (m.in_features < 0 || m.out_features < 0) throw value_error("Linear: negative feature count");
+    return m;
+  }
+  [[nodiscard]] tensor_shape_list tensor_shapes() const {
+    tensor_shape_list v{{"weight", Shape{out_features, in_features}}};
+    if (bias.defined()) v.emplace_back("bias", Shape{out_features});
+    return v;
+  }
 
   [[nodiscard]] Tensor forward(const Tensor& x) const {
     return bias.defined() ? functional::linear(x, weight, bias) : functional::linear(x, weight);

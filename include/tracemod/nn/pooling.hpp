@@ -3,6 +3,7 @@
 
 #include <tracemod/functional/params.hpp>
 #include <tracemod/functional/pooling.hpp>
+#include <tracemod/nn/module_config.hpp>
 #include <tracemod/nn/reflection.hpp>
 
 #include <optional>
@@ -26,6 +27,12 @@ class MaxPool2d : public Module {
       : params{kernel_size, o.stride, o.padding, o.dilation, o.ceil_mode} {}
 
   TM_BUILTIN_MODULE(MaxPool2d)
+  [[nodiscard]] Value config() const { return params_config<functional::max_pool2d_fn>(params); }
+  static MaxPool2d from_config(const Value& c) {
+    MaxPool2d m(1);
+    m.params = params_from_config<functional::max_pool2d_fn>(c, "MaxPool2d");
+    return m;
+  }
   /// How a call commutes with scaling its input (functional/op.hpp): like F::max_pool2d.
   static constexpr functional::scale_rule scaling = functional::scale_rule::positive;
 
@@ -52,6 +59,12 @@ class AvgPool2d : public Module {
       : params{kernel_size, o.stride, o.padding, o.ceil_mode, o.count_include_pad} {}
 
   TM_BUILTIN_MODULE(AvgPool2d)
+  [[nodiscard]] Value config() const { return params_config<functional::avg_pool2d_fn>(params); }
+  static AvgPool2d from_config(const Value& c) {
+    AvgPool2d m(1);
+    m.params = params_from_config<functional::avg_pool2d_fn>(c, "AvgPool2d");
+    return m;
+  }
   /// How a call commutes with scaling its input (functional/op.hpp): like F::avg_pool2d.
   static constexpr functional::scale_rule scaling = functional::scale_rule::linear;
 
@@ -70,6 +83,10 @@ class AdaptiveAvgPool2d : public Module {
   explicit AdaptiveAvgPool2d(functional::pair2 size) : output_size(size) {}
 
   TM_BUILTIN_MODULE(AdaptiveAvgPool2d)
+  [[nodiscard]] Value config() const { return Value::dict({{"output_size", functional::to_value(output_size)}}); }
+  static AdaptiveAvgPool2d from_config(const Value& c) {
+    return AdaptiveAvgPool2d(config_field<functional::pair2>(c, "AdaptiveAvgPool2d", "output_size"));
+  }
   /// How a call commutes with scaling its input (functional/op.hpp): like F::adaptive_avg_pool2d.
   static constexpr functional::scale_rule scaling = functional::scale_rule::linear;
 

@@ -19,11 +19,16 @@
 // leaves the declarations that follow it public.
 //
 // TM_BUILTIN_MODULE does the same for builtin modules: they are opaque to the tracer (recorded as
-// one call, like MegEngine's builtin module list) and provide `Shape infer_shape(...) const`.
+// one call, like MegEngine's builtin module list) and provide `Shape infer_shape(...) const`. A
+// builtin module also describes itself for save and load: `tmod::Value config() const` and
+// `static Class from_config(const tmod::Value&)` (a static_assert names them when missing), and
+// optionally `static constexpr scale_rule scaling` and `tensor_shape_list tensor_shapes() const`.
+// The macro registers the class in nn::builtin_registry (nn/builtin_registration.hpp) before main().
 #pragma once
 
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/none.hpp>
+#include <tracemod/nn/builtin_registration.hpp>
 #include <tracemod/nn/member_kind.hpp>
 #include <tracemod/nn/module.hpp>
 #include <tracemod/nn/module_call.hpp>
@@ -333,5 +338,16 @@ Self clone_as(const Class& self) {
 
 /// TM_MODULE(Class, members...): reflects a user module (traced through by the tracer).
 #define TM_MODULE(Class, ...) TRACEMOD_DETAIL_MODULE(Class, false __VA_OPT__(, __VA_ARGS__))
-/// TM_BUILTIN_MODULE(Class, members...): reflects a builtin module (opaque to the tracer).
-#define TM_BUILTIN_MODULE(Class, ...) TRACEMOD_DETAIL_MODULE(Class, true __VA_OPT__(, __VA_ARGS__))
+
+/// The static member whose initialisation registers a builtin module class.
+#define TRACEMOD_DETAIL_BUILTIN_REGISTRATION(Class)                                                  \
+ private:                                                                                            \
+  static inline const ::tracemod::nn::detail::builtin_registration<Class> tracemod_registration_{};  \
+                                                                                                     \
+ public:
+
+/// TM_BUILTIN_MODULE(Class, members...): reflects a builtin module (opaque to the tracer) and
+/// registers it in nn::builtin_registry.
+#define TM_BUILTIN_MODULE(Class, ...)                                                                \
+  TRACEMOD_DETAIL_MODULE(Class, true __VA_OPT__(, __VA_ARGS__))                                      \
+  TRACEMOD_DETAIL_BUILTIN_REGISTRATION(Class)
