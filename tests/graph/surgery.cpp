@@ -472,7 +472,7 @@ TEST_CASE("set_args_kwargs and Expr::replace_inputs on functional and tensor-met
 TEST_CASE("setattr of a builtin module on a nested traced module, then called from surgery") {
   TracedReluNet f;
   auto& [net, x, t] = f;
-  t.setattr("b1.extra", std::unique_ptr<tmod::Module>(std::make_unique<M::Linear>(8, 4)));
+  t.setattr("b1.extra", std::unique_ptr<tmod::Module>(std::make_unique<M::Linear>(8, 8)));
   G::Graph& b1 = sub(t, "b1").graph();
   G::Node* out = b1.outputs().front();
   G::Node* y = nullptr;
@@ -481,7 +481,18 @@ TEST_CASE("setattr of a builtin module on a nested traced module, then called fr
     auto extra = G::attr(tmod::Sym(b1.inputs().front()), "extra");
     y = G::call(extra, tmod::Sym(out)).node();
   }
-  CHECK(static_cast<const G::TensorNode*>(y)->shape() == tmod::Shape{1, 3, 8, 4});
+  CHECK(static_cast<const G::TensorNode*>(y)->shape() == tmod::Shape{1, 3, 8, 8});
+  // A node whose users were recorded for its shape keeps it.
+  G::Node* narrow = nullptr;
+  {
+    auto scope = G::insert_exprs(b1, y->expr());
+    narrow = F::flatten(tmod::Sym(y)).node();
+  }
+  const std::string before = text(b1);
+  CHECK_THROWS_WITH_AS(G::replace_node(b1, {{out, narrow}}),
+                       doctest::Contains("'add_out' is (1, 3, 8, 8) float32 but its replacement 'flatten_out' is (192,) float32"),
+                       tmod::graph_error);
+  CHECK(text(b1) == before);
   G::replace_node(b1, {{out, y}});
   CHECK(text(b1).find("extra = getattr(self, \"extra\") -> (Linear)") != std::string::npos);
   CHECK_NOTHROW(tmod::check(t.graph()));

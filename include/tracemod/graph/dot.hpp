@@ -94,7 +94,7 @@ class DotWriter {
       for (const Node* out : e.outputs()) producer[out] = id;
     }
     drawn.ret = prefix + "return";
-    box(in, drawn.ret, "return " + tree_text(g.output_tree(), NodeFormat::name, true), true);
+    box(in, drawn.ret, "return " + tree_text(g.output_tree(), NodeFormat::name), true);
     for (const Node* out : g.outputs()) edge(in, producer.at(out), drawn.ret, out);
     out_ += indent + "}\n";
     return drawn;

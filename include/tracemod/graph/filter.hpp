@@ -54,7 +54,10 @@ class BaseFilter {
   BaseFilter() = default;
   explicit BaseFilter(std::vector<T*> items) : items_(std::move(items)) {}
 
-  [[nodiscard]] const std::vector<T*>& as_list() const noexcept { return items_; }
+  /// The items. A temporary filter (`g.nodes().as_list()`) returns them by value, so a range-for
+  /// over the list does not read the filter after it is gone.
+  [[nodiscard]] const std::vector<T*>& as_list() const& noexcept { return items_; }
+  [[nodiscard]] std::vector<T*> as_list() && noexcept { return std::move(items_); }
   /// Items keyed by id, in id order.
   [[nodiscard]] std::map<std::int64_t, T*> as_dict() const {
     std::map<std::int64_t, T*> m;

@@ -730,12 +730,19 @@ inline void Graph::set_outputs(NodeTree tree) {
 }
 
 inline void Graph::erase(Expr* e) {
-  for (Node* out : e->outputs())
+  if (e == nullptr) throw graph_error(name_ + ".Graph: cannot delete a null expr");
+  const auto it = iterator_of(e);
+  if (it == exprs_.end()) throw graph_error(name_ + ".Graph: expr %" + std::to_string(e->id()) + " is not in the graph");
+  std::vector<Node*> outs;
+  outputs_.flatten(outs);
+  for (Node* out : e->outputs()) {
     if (!out->users().empty())
       throw graph_error(name_ + ".Graph: cannot delete %" + std::to_string(e->id()) + " while '" + out->name() +
                         "' still has users");
-  const auto it = iterator_of(e);
-  if (it == exprs_.end()) throw graph_error(name_ + ".Graph: expr %" + std::to_string(e->id()) + " is not in the graph");
+    if (std::find(outs.begin(), outs.end(), out) != outs.end())
+      throw graph_error(name_ + ".Graph: cannot delete %" + std::to_string(e->id()) + ": '" + out->name() +
+                        "' is an output of the graph");
+  }
   for (Node* in : e->inputs_) {
     auto& u = in->users_;
     u.erase(std::find(u.begin(), u.end(), e));

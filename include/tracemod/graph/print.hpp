@@ -39,25 +39,14 @@ inline std::string arg_text(const CallArg& a, NodeFormat f) {
   return std::get<Value>(a).repr();
 }
 
-inline std::string tree_text(const NodeTree& t, NodeFormat f, bool top) {
-  switch (t.kind) {
-    case NodeTree::Kind::leaf: return node_text(t.node, f);
-    case NodeTree::Kind::tuple:
-    case NodeTree::Kind::list: {
-      std::string s;
-      for (std::size_t i = 0; i < t.children.size(); ++i) s += (i ? ", " : "") + tree_text(t.children[i], f, false);
-      if (top) return s;
-      const bool tuple = t.kind == NodeTree::Kind::tuple;
-      return (tuple ? "(" : "[") + s + (tuple && t.children.size() == 1 ? ",)" : tuple ? ")" : "]");
-    }
-    case NodeTree::Kind::dict: {
-      std::string s = "{";
-      for (std::size_t i = 0; i < t.children.size(); ++i)
-        s += (i ? ", " : "") + ("'" + t.keys[i] + "': ") + tree_text(t.children[i], f, false);
-      return s + "}";
-    }
-  }
-  return {};
+/// The output leaves, depth-first, as MegEngine prints a graph's `return` (its outputs are the
+/// flattened nodes; the nesting lives only in the output definition).
+inline std::string tree_text(const NodeTree& t, NodeFormat f) {
+  std::vector<Node*> leaves;
+  t.flatten(leaves);
+  std::string s;
+  for (std::size_t i = 0; i < leaves.size(); ++i) s += (i ? ", " : "") + node_text(leaves[i], f);
+  return s;
 }
 
 inline std::string type_text(const Node* n) {
@@ -126,7 +115,7 @@ inline std::string to_string(const Graph& g, NodeFormat f = NodeFormat::name) {
     body += '\n';
   }
   if (body.empty()) body = "\t\n";
-  return g.name() + ".Graph (" + ins + ") {\n" + body + "\treturn " + detail::tree_text(g.output_tree(), f, true) +
+  return g.name() + ".Graph (" + ins + ") {\n" + body + "\treturn " + detail::tree_text(g.output_tree(), f) +
          "\n}";
 }
 

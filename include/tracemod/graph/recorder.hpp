@@ -10,6 +10,8 @@
 #include <tracemod/graph/graph.hpp>
 #include <tracemod/nn/module.hpp>
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -63,7 +65,12 @@ class Recorder {
   }
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
-  ~Recorder() { stack().pop_back(); }
+  /// Unlinks this recorder wherever it is in the stack: scopes held in optionals or containers may
+  /// end in any order, and no entry may outlive its recorder.
+  ~Recorder() {
+    auto& s = stack();
+    if (const auto it = std::find(s.rbegin(), s.rend(), this); it != s.rend()) s.erase(std::next(it).base());
+  }
 
   /// The innermost recorder; throws graph_error naming `what` when nothing records.
   static Recorder& current(std::string_view what) {
@@ -73,6 +80,10 @@ class Recorder {
     return *stack().back();
   }
   [[nodiscard]] static bool active() { return !stack().empty(); }
+  /// Whether a recorder of this thread records into `g`.
+  [[nodiscard]] static bool records_into(const Graph& g) {
+    return std::any_of(stack().begin(), stack().end(), [&](const Recorder* r) { return &r->graph_ == &g; });
+  }
 
   [[nodiscard]] Graph& graph() const noexcept { return graph_; }
   [[nodiscard]] ModuleNode* self_node() const noexcept { return self_; }

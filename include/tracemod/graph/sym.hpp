@@ -145,6 +145,22 @@ Node* record_op_call(Recorder& r, const P& params, const std::vector<CallArg>& o
   return r.graph().create_op_call(functional::entry_of_call<Op>(params), operands, values)->output();
 }
 
+/// Whether R can be a graph's output: a Sym or Tensor, or std::tuple / std::pair / std::vector of
+/// those (nested). Checked before output_tree is instantiated, so a wrong result type stops at the
+/// static_assert that names the rule.
+template <class R>
+struct is_recordable_output : std::bool_constant<is_sym_v<R> || std::derived_from<R, Tensor>> {};
+template <class... T>
+struct is_recordable_output<std::tuple<T...>> : std::bool_constant<(is_recordable_output<T>::value && ...)> {};
+template <class A, class B>
+struct is_recordable_output<std::pair<A, B>>
+    : std::bool_constant<is_recordable_output<A>::value && is_recordable_output<B>::value> {};
+template <class T>
+struct is_recordable_output<std::vector<T>> : is_recordable_output<T> {};
+
+template <class R>
+concept recordable_output = is_recordable_output<R>::value;
+
 /// Forward's return value <-> the nodes of a graph's outputs: Sym, std::tuple / std::pair /
 /// std::vector of those (nested), or a Tensor (frozen into the graph as a Constant).
 template <class R>
@@ -190,9 +206,6 @@ struct output_tree<std::vector<T>> {
     return NodeTree::list(std::move(c));
   }
 };
-
-template <class R>
-concept recordable_output = requires(Recorder& r, const R& x) { output_tree<R>::flatten(r, x); };
 
 /// A tensor argument of a user-module call becomes an input of the callee's graph.
 template <class A>
@@ -261,12 +274,21 @@ inline std::vector<std::pair<Shape, DType>> callee_outputs(const Graph& sub) {
   return outs;
 }
 
+template <class R, class M, class... A>
+R record_traced_call(Recorder& r, const M& m, const A&... args);
+
+/// Records a call of user module `m`: its forward is traced into a graph once per signature.
 template <class M, class... A>
 auto record_user_call(Recorder& r, const M& m, const A&... args) {
   using R = std::remove_cvref_t<decltype(m.forward(std::declval<const callee_arg_t<A>&>()...))>;
   static_assert(recordable_output<R>,
                 "tmod::trace_module: a forward must return a tensor, or a std::tuple / std::pair / std::vector of "
                 "tensors (nested as needed)");
+  if constexpr (recordable_output<R>) return record_traced_call<R>(r, m, args...);
+}
+
+template <class R, class M, class... A>
+R record_traced_call(Recorder& r, const M& m, const A&... args) {
   ModuleTracer* tracer = r.tracer();
   if (tracer == nullptr)
     throw graph_error(std::string(m.type_name()) +

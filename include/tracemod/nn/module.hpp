@@ -356,7 +356,8 @@ class Module {
       }
       const auto it = m->own_member(part);
       if (!it) {
-        why = describe(*m, walked) + " has no attribute '" + std::string(part) + "'";
+        why = describe(*m, walked) + " has no attribute '" + std::string(part) + "'; '" + std::string(path) +
+              "' is a path of attributes (a dot separates their names; no attribute name holds a dot)";
         return nullptr;
       }
       if (it->kind != member_kind::module) {

@@ -84,6 +84,34 @@ inline void require_node_of(const Graph& g, const Node* n, std::string_view what
                       n->top_graph()->name() + ".Graph, not to " + g.name() + ".Graph");
 }
 
+/// Throws graph_error naming the tensor node when `n` is a module node: graph outputs are tensors.
+inline void require_tensor_output(const Node* n, std::string_view what) {
+  if (!n->is_tensor())
+    throw graph_error(std::string(what) + ": node '" + n->name() + "' (%" + std::to_string(n->id()) + ") is a " +
+                      static_cast<const ModuleNode*>(n)->module_type() + " module node; graph outputs are tensor nodes");
+}
+
+inline std::string shape_text(const Node* n) {
+  const auto* t = static_cast<const TensorNode*>(n);
+  return t->shape().to_string() + " " + std::string(dtype_name(t->dtype()));
+}
+
+/// The tensor arguments of a call of traced graph `sub` must have the shapes and dtypes its inputs
+/// were traced with: its exprs were recorded (and its output shapes inferred) for those.
+inline void require_traced_inputs(const Graph& sub, const std::vector<CallArg>& args, const std::string& callee) {
+  const std::vector<Node*> inputs = sub.inputs();  // `self` first
+  std::size_t k = 1;
+  for (const CallArg& a : args) {
+    const auto* n = std::get_if<Node*>(&a);
+    if (n == nullptr || !(*n)->is_tensor() || k >= inputs.size()) continue;
+    const auto* want = static_cast<const TensorNode*>(inputs[k++]);
+    const auto* got = static_cast<const TensorNode*>(*n);
+    if (got->shape() != want->shape() || got->dtype() != want->dtype())
+      throw graph_error("call: argument '" + got->name() + "' of " + callee + " is " + shape_text(got) + ", but " +
+                        sub.name() + ".Graph's input '" + want->name() + "' was traced with " + shape_text(want));
+  }
+}
+
 /// Input and output surgery changes the module's call interface: only the top graph's is free.
 inline void require_top_graph(const Graph& g, std::string_view what) {
   if (g.top_graph() != nullptr)
@@ -93,7 +121,9 @@ inline void require_top_graph(const Graph& g, std::string_view what) {
 
 }  // namespace detail
 
-/// The scope returned by insert_exprs: while it lives, Sym arguments record into its graph.
+/// The scope returned by insert_exprs: while it lives, Sym arguments record into its graph. One scope
+/// records into a graph at a time (a second is refused when made); scopes of different graphs may
+/// end in any order, since each one's recorder unlinks itself from the recorder stack.
 ///
 /// It is also the tracer of user modules called in it (as trace_module's session is): a user module
 /// attached with setattr to the graph's traced module and called with Syms (`neg(tmod::Sym(x))`,
@@ -108,6 +138,10 @@ class InsertScope final : private ModuleTracer {
     const std::vector<Node*> inputs = g.inputs();
     if (inputs.empty() || inputs.front()->is_tensor())
       throw graph_error("insert_exprs: " + g.name() + ".Graph has no `self` input");
+    // Two open scopes on one graph would each splice the other's exprs when they end.
+    if (Recorder::records_into(g))
+      throw graph_error("insert_exprs: " + g.name() + ".Graph is already recording (an insert_exprs scope on it is " +
+                        "still open); end that scope first");
     auto& list = graph_access::exprs(g);
     if (!list.empty()) last_old_ = std::prev(list.end());
     g.reset_insert_point();  // record at the end; moved into place on exit
@@ -306,6 +340,7 @@ Sym call(const Sym& module, const A&... args) {
     if (sub == nullptr)
       throw graph_error("call: " + module.describe() + " (" + std::string(m->type_name()) +
                         ") has no graph for forward" + signature);
+    detail::require_traced_inputs(*sub, call_args, module.describe());
     for (const Node* n : sub->outputs()) {
       const auto* t = static_cast<const TensorNode*>(n);
       outs.emplace_back(t->shape(), t->dtype());
@@ -325,6 +360,14 @@ inline void replace_node(Graph& g, const std::vector<std::pair<Node*, Node*>>& r
     if (from->kind() != to->kind())
       throw graph_error("replace_node: node '" + from->name() + "' is a " + (from->is_tensor() ? "tensor" : "module") +
                         " node but its replacement '" + to->name() + "' is not");
+    // Users were recorded (their output shapes inferred) for the old node's shape and dtype, and so
+    // were the calls of a sub-graph; only the top graph's outputs may change shape.
+    const bool used = !node_access::users(*from).empty();
+    if (from->is_tensor() && (used || g.top_graph() != nullptr) && detail::shape_text(from) != detail::shape_text(to))
+      throw graph_error("replace_node: node '" + from->name() + "' is " + detail::shape_text(from) +
+                        " but its replacement '" + to->name() + "' is " + detail::shape_text(to) +
+                        (used ? std::string()
+                              : " (in " + g.name() + ".Graph, whose callers were recorded for its old shapes)"));
   }
   for (const auto& [from, to] : repl) {
     // Exprs `to` depends on: rewiring them would make a cycle.
@@ -452,6 +495,7 @@ inline TensorNode* add_input_node(Graph& g, const Shape& shape, DType dtype, std
 inline void add_output_node(Graph& g, Node* n) {
   detail::require_top_graph(g, "add_output_node");
   detail::require_node_of(g, n, "add_output_node");
+  detail::require_tensor_output(n, "add_output_node");
   g.set_outputs(NodeTree::tuple({g.output_tree(), NodeTree::leaf(n)}));
   detail::check_after_surgery(g);
 }
@@ -461,7 +505,10 @@ inline void reset_outputs(Graph& g, NodeTree outputs) {
   detail::require_top_graph(g, "reset_outputs");
   std::vector<Node*> leaves;
   outputs.flatten(leaves);
-  for (const Node* n : leaves) detail::require_node_of(g, n, "reset_outputs");
+  for (const Node* n : leaves) {
+    detail::require_node_of(g, n, "reset_outputs");
+    detail::require_tensor_output(n, "reset_outputs");
+  }
   g.set_outputs(std::move(outputs));
   detail::check_after_surgery(g);
 }

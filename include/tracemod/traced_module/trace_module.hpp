@@ -12,12 +12,14 @@
 #include <tracemod/core/error.hpp>
 #include <tracemod/graph/recorder.hpp>
 #include <tracemod/graph/sym.hpp>
+#include <tracemod/nn/dropout.hpp>
 #include <tracemod/nn/module.hpp>
 #include <tracemod/traced_module/traced_module.hpp>
 
 #include <cmath>
 #include <initializer_list>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -101,16 +103,62 @@ inline graph::Graph& add_top_graph(TracedModule& top) {
   return g;
 }
 
+/// Deletes the tensor attributes of traced modules that no getattr of any graph reads: as in
+/// MegEngine, a traced module holds only what its forward uses. Builtin modules keep all of theirs
+/// (their forward reads them outside the graph).
+inline void drop_unread_tensors(TracedModule& top) {
+  std::set<std::pair<const Module*, std::string>> read;  // (owning module, tensor name)
+  for (const auto& [path, m] : top.named_modules()) {
+    const auto* tm = dynamic_cast<const TracedModule*>(&m);
+    if (tm == nullptr) continue;
+    for (const auto& entry : tm->graphs()) {
+      const graph::Node* self = entry.second->inputs().front();
+      for (const graph::Expr* e : entry.second->exprs(false)) {
+        if (e->kind() != graph::ExprKind::get_attr || e->inputs().front() != self || !e->output()->is_tensor()) continue;
+        const std::string& attr = e->target();
+        const std::size_t dot = attr.rfind('.');
+        if (dot == std::string::npos)
+          read.emplace(tm, attr);
+        else
+          read.emplace(&tm->getattr(attr.substr(0, dot)).module(), attr.substr(dot + 1));
+      }
+    }
+  }
+  for (const auto& [path, m] : top.named_modules()) {
+    auto* tm = dynamic_cast<TracedModule*>(&m);
+    if (tm == nullptr) continue;
+    std::vector<std::string> unread;
+    for (const auto& [name, t] : tm->named_tensors("", false))
+      if (read.count({tm, name}) == 0) unread.push_back(name);
+    for (const std::string& name : unread) tm->delattr(name);
+  }
+}
+
 /// Makes `top` the finished result of a trace: every graph compiled (dead exprs dropped), marked as
 /// the top module, ids numbered across the hierarchy.
 inline void finish_trace(TracedModule& top) {
   for (graph::Graph* sub : top.graph().graphs(true)) sub->compile();  // as MegEngine builds every traced graph
+  drop_unread_tensors(top);
   top.set_top(true);
   top.reset_ids();
 }
 
-/// Compares eager and traced outputs; throws graph_error naming the first differing leaf.
-inline void check_outputs(const Value& eager, const Value& traced, double rtol, const std::string& where) {
+/// Why two runs of `m` may differ: its Dropout modules in training mode draw new random numbers on
+/// every call. Empty when there are none.
+inline std::string randomness_hint(const Module& m) {
+  std::string names;
+  for (const auto& [path, child] : m.named_modules())
+    if (const auto* d = dynamic_cast<const nn::Dropout*>(&child); d != nullptr && d->training() && d->p > 0.0)
+      names += (names.empty() ? "'" : ", '") + (path.empty() ? std::string(m.type_name()) : path) + "'";
+  if (names.empty()) return {};
+  return "; the Dropout module(s) " + names + " are in training mode and draw new random numbers on every call: " +
+         "call eval() before tracing, or pass TraceOptions{.check = false}";
+}
+
+/// Compares eager and traced outputs; throws graph_error naming the first differing leaf (and
+/// `hint`, when values differ).
+inline void check_outputs(const Value& eager, const Value& traced, double rtol, const std::string& where,
+                          const std::string& hint) {
   if (eager.kind() != traced.kind()) throw graph_error(where + ": the traced output's structure differs from eager mode");
   if (eager.is_tensor()) {
     const Tensor& a = eager.tensor();
@@ -124,12 +172,13 @@ inline void check_outputs(const Value& eager, const Value& traced, double rtol, 
     for (std::size_t i = 0; i < x.size(); ++i)
       if (!(std::abs(x[i] - y[i]) <= rtol * std::max(1.0f, std::abs(x[i]))) && !(std::isnan(x[i]) && std::isnan(y[i])))
         throw graph_error(where + ": the traced module's output differs from eager mode at element " +
-                          std::to_string(i) + " (" + std::to_string(y[i]) + " vs " + std::to_string(x[i]) + ")");
+                          std::to_string(i) + " (" + std::to_string(y[i]) + " vs " + std::to_string(x[i]) + ")" +
+                          hint);
     return;
   }
   if (eager.is_sequence()) {
     if (eager.size() != traced.size()) throw graph_error(where + ": the traced output's structure differs from eager mode");
-    for (std::size_t i = 0; i < eager.size(); ++i) check_outputs(eager[i], traced[i], rtol, where);
+    for (std::size_t i = 0; i < eager.size(); ++i) check_outputs(eager[i], traced[i], rtol, where, hint);
   }
 }
 
@@ -183,8 +232,10 @@ TracedModule trace_impl(const M& module, const Inputs& inputs, const std::vector
     static_assert(graph::detail::recordable_output<R>,
                   "tmod::trace_module: forward must return a tensor, or a std::tuple / std::pair / std::vector of "
                   "tensors (nested as needed)");
-    const R out = std::apply([&](const auto&... s) { return module.forward(s...); }, syms);
-    g.set_outputs(graph::detail::output_tree<R>::flatten(recorder, out));
+    if constexpr (graph::detail::recordable_output<R>) {
+      const R out = std::apply([&](const auto&... s) { return module.forward(s...); }, syms);
+      g.set_outputs(graph::detail::output_tree<R>::flatten(recorder, out));
+    }
   }
   finish_trace(top);
   if (options.check) {
@@ -194,7 +245,8 @@ TracedModule trace_impl(const M& module, const Inputs& inputs, const std::vector
       if constexpr (std::derived_from<std::remove_cvref_t<decltype(a)>, Tensor>) in.emplace_back(Value(Tensor(a)));
     };
     std::apply([&](const auto&... a) { (add(a), ...); }, inputs);
-    check_outputs(eager, top.run(in), options.rtol, "trace_module(" + std::string(module.type_name()) + ")");
+    check_outputs(eager, top.run(in), options.rtol, "trace_module(" + std::string(module.type_name()) + ")",
+                  randomness_hint(module));
   }
   return std::move(top);
 }

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -45,7 +46,8 @@ class TracedModule final : public Module, public graph::GraphHolder {
   TracedModule(TracedModule&& other) noexcept
       : Module(std::move(other)), type_name_(std::move(other.type_name_)), graphs_(std::move(other.graphs_)),
         is_top_(other.is_top_), total_ids_(other.total_ids_), watch_(std::move(other.watch_)),
-        watch_values_(std::move(other.watch_values_)), end_(std::move(other.end_)) {
+        watch_values_(std::move(other.watch_values_)), end_(std::move(other.end_)),
+        point_names_(std::move(other.point_names_)) {
     for (auto& entry : graphs_) entry.second->set_owner(this);  // graphs refer to their owner
   }
   TracedModule& operator=(TracedModule&& other) noexcept {
@@ -59,6 +61,7 @@ class TracedModule final : public Module, public graph::GraphHolder {
       watch_ = std::move(other.watch_);
       watch_values_ = std::move(other.watch_values_);
       end_ = std::move(other.end_);
+      point_names_ = std::move(other.point_names_);
     }
     return *this;
   }
@@ -107,7 +110,9 @@ class TracedModule final : public Module, public graph::GraphHolder {
   }
   Value run(std::span<const graph::NodeValue> inputs) const {
     const graph::Graph& g = graph();
+    check_input_dtypes(g, inputs);
     if (watch_.empty() && end_.empty()) return g.pack_outputs(g.run(*this, inputs));
+    check_points_alive();
     // This call's watched values, published whole when it ends: they never mix two calls.
     std::map<const graph::Node*, Value> watched;
     graph::RunHooks hooks;
@@ -134,18 +139,29 @@ class TracedModule final : public Module, public graph::GraphHolder {
   }
 
   // ---- watch points and end points --------------------------------------------------------------
-  /// Every later call records the values of these nodes (of any graph of this hierarchy).
+  /// Every later call records the values of these nodes (of the top graph: a run reports the
+  /// values of its own graph; flatten() first to watch a node of a sub-graph).
   void set_watch_points(std::vector<graph::Node*> nodes) {
-    for (const graph::Node* n : nodes)
+    const std::unordered_set<const graph::Node*> live = live_nodes(false);
+    for (const graph::Node* n : nodes) {
       if (n == nullptr) throw graph_error("set_watch_points: a node is null");
+      if (live.count(n) != 0) continue;
+      const std::string which = "set_watch_points: node '" + n->name() + "' (%" + std::to_string(n->id()) + ")";
+      if (live_nodes(true).count(n) != 0)
+        throw graph_error(which + " is a node of the sub-graph " + n->top_graph()->name() +
+                          ".Graph; only the top graph's nodes are watched (flatten() inlines the sub-graphs)");
+      throw graph_error(which + " is not a node of " + type_name_ + "'s graphs");
+    }
     watch_.assign(nodes.begin(), nodes.end());
     const std::lock_guard lock(watch_mutex_);
     watch_values_.clear();
+    name_points();
   }
   void clear_watch_points() {
     watch_.clear();
     const std::lock_guard lock(watch_mutex_);
     watch_values_.clear();
+    name_points();
   }
   /// The values of the watch points from the call that finished last, all from that one call (a
   /// copy: calls running meanwhile on other threads do not change it).
@@ -164,8 +180,12 @@ class TracedModule final : public Module, public graph::GraphHolder {
                           ".Graph; end points must be nodes of the top graph");
     }
     end_.assign(nodes.begin(), nodes.end());
+    name_points();
   }
-  void clear_end_points() { end_.clear(); }
+  void clear_end_points() {
+    end_.clear();
+    name_points();
+  }
 
   /// A copy whose top graph inlines every user-module call (see flatten.hpp); idempotent.
   [[nodiscard]] TracedModule flatten() const;
@@ -188,6 +208,48 @@ class TracedModule final : public Module, public graph::GraphHolder {
   void tracemod_assign_(Module&& source) override { *this = std::move(dynamic_cast<TracedModule&>(source)); }
 
  private:
+  /// Every node of this module's graphs (`recursive`: and of the graphs they call).
+  [[nodiscard]] std::unordered_set<const graph::Node*> live_nodes(bool recursive) const {
+    std::unordered_set<const graph::Node*> live;
+    for (const auto& entry : graphs_)
+      for (const graph::Node* n : entry.second->nodes(recursive)) live.insert(n);
+    return live;
+  }
+  /// Remembers how watch and end points were named: a later edit (compile(), erase) may delete
+  /// them, and a run must then say which.
+  void name_points() {
+    point_names_.clear();
+    for (const auto* points : {&watch_, &end_})
+      for (const graph::Node* n : *points)
+        point_names_.push_back("'" + n->name() + "' (%" + std::to_string(n->id()) + ")");
+  }
+  void check_points_alive() const {
+    const std::unordered_set<const graph::Node*> live = live_nodes(false);
+    std::size_t i = 0;
+    for (const auto* points : {&watch_, &end_}) {
+      for (const graph::Node* n : *points) {
+        if (live.count(n) == 0)
+          throw graph_error(type_name_ + ": the " + (points == &watch_ ? "watch" : "end") + " point " +
+                            point_names_[i] + " is no longer a node of the graph (an edit such as compile() removed " +
+                            "its expr); set the " + (points == &watch_ ? "watch" : "end") + " points again");
+        ++i;
+      }
+    }
+  }
+  /// A tensor input of another dtype than traced is a dtype_error (its shape is checked by the run).
+  static void check_input_dtypes(const graph::Graph& g, std::span<const graph::NodeValue> inputs) {
+    const std::vector<graph::Node*> params = g.inputs();
+    for (std::size_t i = 0; i < inputs.size() && i + 1 < params.size(); ++i) {
+      const auto* v = std::get_if<Value>(&inputs[i]);
+      if (v == nullptr || !v->is_tensor() || !v->tensor().defined() || !params[i + 1]->is_tensor()) continue;
+      const DType want = static_cast<const graph::TensorNode*>(params[i + 1])->dtype();
+      if (v->tensor().dtype() != want)
+        throw dtype_error(g.name() + ".Graph: input '" + params[i + 1]->name() + "' is " +
+                          std::string(dtype_name(v->tensor().dtype())) + ", but the graph was traced with " +
+                          std::string(dtype_name(want)));
+    }
+  }
+
   void copy_graphs_from(const TracedModule& other) {
     graphs_.clear();
     for (const auto& [sig, g] : other.graphs_) graphs_.emplace_back(sig, g->clone(this));
@@ -205,6 +267,7 @@ class TracedModule final : public Module, public graph::GraphHolder {
   mutable std::mutex watch_mutex_;  // guards watch_values_: calls on several threads publish them
   mutable std::map<const graph::Node*, Value> watch_values_;
   std::vector<const graph::Node*> end_;
+  std::vector<std::string> point_names_;  // watch points, then end points
 };
 
 }  // namespace tracemod
