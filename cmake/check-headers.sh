@@ -80,6 +80,8 @@ for hub in "${hubs[@]}"; do reach "$hub" any > "$(stem "$hub").closure"; done
 # is not the header itself and that does not include the header (through any include); none: "".
 hub_of() {
   local found= hub reached
+  # tracemod/instantiate.hpp must come before every other tracemod header, so no hub goes in front.
+  [ "$1" != tracemod/instantiate.hpp ] || return 0
   reached=$(reach "$1" head)
   for hub in "${hubs[@]}"; do
     [ "$hub" != "$1" ] || continue
@@ -102,7 +104,9 @@ check() {
   mapfile -t flags < "$work/flags"
   tu=$(mktemp -p "$work" --suffix=.cpp)
   if [ "$what" = all ]; then
-    sed 's/.*/#include <&>/' "$work/headers" > "$tu"
+    # tracemod/instantiate.hpp first: it must precede the other tracemod headers.
+    { grep -xF tracemod/instantiate.hpp "$work/headers"; grep -vxF tracemod/instantiate.hpp "$work/headers"; } |
+      sed 's/.*/#include <&>/' > "$tu"
     sed 's/.*/#include <&>/' "$work/headers" >> "$tu"
   else
     printf '#include <%s>\n#include <%s>\n' "$what" "$what" > "$tu"

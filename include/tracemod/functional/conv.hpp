@@ -127,7 +127,7 @@ struct conv2d_fn : op_base<conv2d_fn> {
   }
 };
 inline constexpr conv2d_fn conv2d{};
-TRACEMOD_REGISTER_OP(conv2d_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(conv2d_fn);
 
 struct conv_bias_activation_params {
   pair2 stride{1};
@@ -250,7 +250,7 @@ struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
   }
 };
 inline constexpr conv_bias_activation_fn conv_bias_activation{};
-TRACEMOD_REGISTER_OP(conv_bias_activation_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(conv_bias_activation_fn);
 
 }  // namespace tracemod::functional
 

@@ -130,7 +130,7 @@ struct binary_op : op_base<Derived> {
     static constexpr call_kind kind = call_kind::function;                              \
   };                                                                                     \
   inline constexpr op_name##_fn op_name{};                                                \
-  TRACEMOD_REGISTER_OP(op_name##_fn);
+  TRACEMOD_REGISTER_BUILTIN_OP(op_name##_fn);
 
 TRACEMOD_DEFINE_ELEMWISE_OP(relu, unary_op, relu_op, "nn")
 TRACEMOD_DEFINE_ELEMWISE_OP(relu6, unary_op, relu6_op, "nn")

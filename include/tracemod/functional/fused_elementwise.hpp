@@ -165,7 +165,7 @@ struct fused_elementwise_fn : op_base<fused_elementwise_fn> {
   }
 };
 inline constexpr fused_elementwise_fn fused_elementwise{};
-TRACEMOD_REGISTER_OP(fused_elementwise_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(fused_elementwise_fn);
 
 }  // namespace tracemod::functional
 

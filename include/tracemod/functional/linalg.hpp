@@ -103,7 +103,7 @@ struct matmul_fn : op_base<matmul_fn> {
   }
 };
 inline constexpr matmul_fn matmul{};
-TRACEMOD_REGISTER_OP(matmul_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(matmul_fn);
 
 /// y = x @ weight^T + bias, weight of shape (out_features, in_features), x of shape (..., in_features).
 struct linear_fn : op_base<linear_fn> {
@@ -162,7 +162,7 @@ struct linear_fn : op_base<linear_fn> {
   }
 };
 inline constexpr linear_fn linear{};
-TRACEMOD_REGISTER_OP(linear_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(linear_fn);
 
 }  // namespace tracemod::functional
 

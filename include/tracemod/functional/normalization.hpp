@@ -95,7 +95,7 @@ struct batch_norm_fn : op_base<batch_norm_fn> {
   }
 };
 inline constexpr batch_norm_fn batch_norm{};
-TRACEMOD_REGISTER_OP(batch_norm_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(batch_norm_fn);
 
 }  // namespace tracemod::functional
 

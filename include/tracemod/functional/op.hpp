@@ -27,6 +27,7 @@
 #include <tracemod/core/constant_scalar.hpp>
 #include <tracemod/core/dtype.hpp>
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/extern_template.hpp>
 #include <tracemod/core/none.hpp>
 #include <tracemod/core/tensor.hpp>
 #include <tracemod/functional/params.hpp>
@@ -239,6 +240,20 @@ const op_entry& register_op();
 /// namespace scope, with the op's unqualified type name.
 #define TRACEMOD_REGISTER_OP(Op) \
   inline const ::tracemod::functional::op_entry& tracemod_registered_##Op = ::tracemod::functional::register_op<Op>()
+
+/// TRACEMOD_REGISTER_OP for the library's own ops (in namespace tracemod::functional). Registering
+/// an op compiles its kernels, so a program that compiles the library separately
+/// (core/extern_template.hpp) declares the registration extern in every unit but the one that
+/// includes <tracemod/instantiate.hpp>, where the same line defines it.
+#if defined(TRACEMOD_INSTANTIATE_TEMPLATES)
+#define TRACEMOD_REGISTER_BUILTIN_OP(Op) \
+  template const op_entry& register_op<Op>(); \
+  TRACEMOD_REGISTER_OP(Op)
+#else
+#define TRACEMOD_REGISTER_BUILTIN_OP(Op) \
+  TRACEMOD_EXTERN_TEMPLATE(const op_entry& register_op<Op>()) \
+  TRACEMOD_REGISTER_OP(Op)
+#endif
 
 /// Rejects an undefined (default-constructed) tensor, naming the op and the operand.
 inline void require_defined(std::string_view op, std::string_view operand_name, const Tensor& t) {

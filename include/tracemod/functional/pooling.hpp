@@ -78,7 +78,7 @@ struct max_pool2d_fn : op_base<max_pool2d_fn> {
   }
 };
 inline constexpr max_pool2d_fn max_pool2d{};
-TRACEMOD_REGISTER_OP(max_pool2d_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(max_pool2d_fn);
 
 struct avg_pool2d_params {
   pair2 kernel_size{1};
@@ -121,7 +121,7 @@ struct avg_pool2d_fn : op_base<avg_pool2d_fn> {
   }
 };
 inline constexpr avg_pool2d_fn avg_pool2d{};
-TRACEMOD_REGISTER_OP(avg_pool2d_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(avg_pool2d_fn);
 
 struct adaptive_avg_pool2d_params {
   pair2 oshp{1};
@@ -155,7 +155,7 @@ struct adaptive_avg_pool2d_fn : op_base<adaptive_avg_pool2d_fn> {
   }
 };
 inline constexpr adaptive_avg_pool2d_fn adaptive_avg_pool2d{};
-TRACEMOD_REGISTER_OP(adaptive_avg_pool2d_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(adaptive_avg_pool2d_fn);
 
 }  // namespace tracemod::functional
 

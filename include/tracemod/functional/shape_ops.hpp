@@ -51,7 +51,7 @@ struct flatten_fn : op_base<flatten_fn> {
   }
 };
 inline constexpr flatten_fn flatten{};
-TRACEMOD_REGISTER_OP(flatten_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(flatten_fn);
 
 struct reshape_params {
   int_list target_shape;
@@ -105,7 +105,7 @@ struct reshape_fn : op_base<reshape_fn> {
   }
 };
 inline constexpr reshape_fn reshape{};
-TRACEMOD_REGISTER_OP(reshape_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(reshape_fn);
 
 struct transpose_params {
   int_list pattern;
@@ -146,7 +146,7 @@ struct transpose_fn : op_base<transpose_fn> {
   }
 };
 inline constexpr transpose_fn transpose{};
-TRACEMOD_REGISTER_OP(transpose_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(transpose_fn);
 
 struct concat_params {
   std::int64_t axis = 0;
@@ -198,7 +198,7 @@ struct concat_fn : op_base<concat_fn> {
   }
 };
 inline constexpr concat_fn concat{};
-TRACEMOD_REGISTER_OP(concat_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(concat_fn);
 
 }  // namespace tracemod::functional
 

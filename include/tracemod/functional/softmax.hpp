@@ -46,7 +46,7 @@ struct softmax_fn : op_base<softmax_fn> {
   }
 };
 inline constexpr softmax_fn softmax{};
-TRACEMOD_REGISTER_OP(softmax_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(softmax_fn);
 
 }  // namespace tracemod::functional
 

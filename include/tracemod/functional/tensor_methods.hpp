@@ -39,7 +39,7 @@ struct tensor_binary_method : op_base<Derived> {
     static constexpr call_kind kind = call_kind::method;                               \
   };                                                                                    \
   inline constexpr op_name##_fn op_name{};                                                \
-  TRACEMOD_REGISTER_OP(op_name##_fn);
+  TRACEMOD_REGISTER_BUILTIN_OP(op_name##_fn);
 
 TRACEMOD_DEFINE_TENSOR_METHOD(method_add, "__add__", add_op, false)
 TRACEMOD_DEFINE_TENSOR_METHOD(method_radd, "__radd__", add_op, true)
@@ -96,7 +96,7 @@ struct tensor_inplace_method : op_base<Derived> {
     static constexpr call_kind kind = call_kind::method;                               \
   };                                                                                    \
   inline constexpr op_name##_fn op_name{};                                                \
-  TRACEMOD_REGISTER_OP(op_name##_fn);
+  TRACEMOD_REGISTER_BUILTIN_OP(op_name##_fn);
 
 TRACEMOD_DEFINE_INPLACE_METHOD(method_iadd, "__iadd__", add_op)
 TRACEMOD_DEFINE_INPLACE_METHOD(method_isub, "__isub__", sub_op)
@@ -113,7 +113,7 @@ struct method_neg_fn : unary_op<method_neg_fn, kernels::neg_op> {
   static constexpr std::array operands{operand{"self", operand_kind::tensor}};
 };
 inline constexpr method_neg_fn method_neg{};
-TRACEMOD_REGISTER_OP(method_neg_fn);
+TRACEMOD_REGISTER_BUILTIN_OP(method_neg_fn);
 
 }  // namespace tracemod::functional
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/extern_template.hpp>
 #include <tracemod/passes/attr_to_constant.hpp>
 #include <tracemod/passes/backward_fold_scale.hpp>
 #include <tracemod/passes/fold_constant.hpp>
@@ -22,6 +23,19 @@
 #include <vector>
 
 namespace tracemod {
+
+namespace passes {
+
+/// The builtin passes in the order optimize() runs them. A template so that a program may compile the
+/// passes in one unit only (core/extern_template.hpp).
+template <class = void>
+std::vector<Pass> builtin_passes() {
+  return {attr_to_constant_pass(),   fold_constant_pass(), norm_elemwise_pass(),         fuse_conv_bn_pass(),
+          fuse_add_mul_pass(),       backward_fold_scale_pass(), fuse_conv_epilogue_pass(), fuse_elemwise_pass()};
+}
+TRACEMOD_EXTERN_TEMPLATE(std::vector<Pass> builtin_passes<void>())
+
+}  // namespace passes
 
 class pass_registry {
  public:
@@ -70,11 +84,7 @@ class pass_registry {
 
  private:
   pass_registry() {
-    std::vector<Pass> builtin{passes::attr_to_constant_pass(), passes::fold_constant_pass(),
-                              passes::norm_elemwise_pass(),    passes::fuse_conv_bn_pass(),
-                              passes::fuse_add_mul_pass(),     passes::backward_fold_scale_pass(),
-                              passes::fuse_conv_epilogue_pass(), passes::fuse_elemwise_pass()};
-    for (Pass& p : builtin) passes_.push_back(std::make_shared<const Pass>(std::move(p)));
+    for (Pass& p : passes::builtin_passes()) passes_.push_back(std::make_shared<const Pass>(std::move(p)));
   }
 
   mutable std::mutex mutex_;
