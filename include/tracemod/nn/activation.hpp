@@ -4,6 +4,8 @@
 #include <tracemod/functional/elementwise.hpp>
 #include <tracemod/nn/reflection.hpp>
 
+#include <string>
+
 namespace tracemod::nn {
 
 /// max(x, 0)
@@ -16,6 +18,9 @@ class ReLU : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::relu(x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+  void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
+    functional::relu_fn::onnx_export(cx, {});
+  }
 };
 
 /// min(max(x, 0), 6)
@@ -26,6 +31,9 @@ class ReLU6 : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::relu6(x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+  void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
+    functional::relu6_fn::onnx_export(cx, {});
+  }
 };
 
 }  // namespace tracemod::nn

@@ -44,6 +44,9 @@ struct builtin_entry {
   /// The shape each named tensor must have for the module's config (load checks the saved tensors
   /// against it); empty for modules whose tensors the config does not size.
   std::function<std::vector<std::pair<std::string, Shape>>(const Module&)> tensor_shapes;
+  /// The module's ONNX export rule (functional/onnx_rule.hpp), from its `onnx_export` member; null
+  /// for a module without an ONNX equivalent. `path` is the module's attribute path.
+  std::function<void(functional::onnx_export_context&, const Module&, const std::string& path)> onnx_export;
 };
 
 class builtin_registry {
@@ -187,6 +190,10 @@ builtin_entry entry(std::string name, Value (*config)(const M&), std::unique_ptr
   };
   e.make = make;
   if constexpr (requires { M::scaling; }) e.scaling = M::scaling;
+  if constexpr (requires(const M& m, functional::onnx_export_context& cx) { m.onnx_export(cx, std::string()); })
+    e.onnx_export = [](functional::onnx_export_context& cx, const Module& m, const std::string& path) {
+      dynamic_cast<const M&>(m).onnx_export(cx, path);
+    };
   return e;
 }
 
@@ -236,6 +243,9 @@ inline builtin_registry::builtin_registry() {
   add(entry<ReLU>(
       "ReLU", [](const ReLU&) { return Value::dict({}); },
       [](const Value&) -> std::unique_ptr<Module> { return std::make_unique<ReLU>(); }));
+  add(entry<ReLU6>(
+      "ReLU6", [](const ReLU6&) { return Value::dict({}); },
+      [](const Value&) -> std::unique_ptr<Module> { return std::make_unique<ReLU6>(); }));
   add(entry<Identity>(
       "Identity", [](const Identity&) { return Value::dict({}); },
       [](const Value&) -> std::unique_ptr<Module> { return std::make_unique<Identity>(); }));

@@ -1,8 +1,11 @@
 // Identity: returns its input (a placeholder that keeps a module slot, e.g. after fusing a bn away).
 #pragma once
 
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/nn/reflection.hpp>
+
+#include <string>
 
 namespace tracemod::nn {
 
@@ -15,6 +18,9 @@ class Identity : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return x; }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+  void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
+    cx.node("Identity", {cx.input(0).name}, {cx.output()});
+  }
 };
 
 }  // namespace tracemod::nn
