@@ -4,7 +4,8 @@
 //   static void onnx_export(onnx_export_context&, const params&);
 //   static constexpr std::array onnx_import_types{"Relu"};   // with onnx_import_attributes and
 //   static void onnx_import(onnx_import_context&);           // onnx_static_inputs when it reads any
-// and the op registry erases whichever of them it has; a builtin module declares
+// (or `static std::vector<onnx_import_rule> onnx_imports()` when each node type has its own
+// attributes), and the op registry erases whichever of them it has; a builtin module declares
 //   void onnx_export(onnx_export_context&, const std::string& path) const;
 // Ops and modules without such members are refused by export and import, naming them.
 #pragma once

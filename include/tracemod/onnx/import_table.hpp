@@ -11,7 +11,6 @@
 #include <tracemod/onnx/importer.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -145,11 +144,8 @@ class node_context final : public functional::onnx_import_context {
 
   [[noreturn]] void unsupported(const std::string& why) const override { throw detail::unsupported(why); }
 
-  /// Records the call through the op registry; an int32 tensor into an op that computes in float32
-  /// is refused here, naming the op.
   functional::onnx_value call(std::string_view target, std::vector<functional::onnx_arg> operands,
                               std::vector<Value> params) override {
-    const functional::op_entry& op = functional::op_registry::instance().at(target);
     std::vector<graph::CallArg> args;
     for (const functional::onnx_arg& a : operands) {
       if (const auto* v = std::get_if<functional::onnx_value>(&a)) {
@@ -162,17 +158,7 @@ class node_context final : public functional::onnx_import_context {
         args.emplace_back(std::get<Value>(a));
       }
     }
-    const std::array int32_in{DType::int32};
-    if (op.infer_dtype(int32_in) != DType::int32)
-      for (const graph::CallArg& a : args) {
-        std::vector<graph::Node*> nodes;
-        if (const auto* n = std::get_if<graph::Node*>(&a)) nodes.push_back(*n);
-        if (const auto* l = std::get_if<std::vector<graph::Node*>>(&a)) nodes = *l;
-        for (const graph::Node* n : nodes)
-          if (n->is_tensor() && static_cast<const graph::TensorNode*>(n)->dtype() != DType::float32)
-            unsupported("element type INT32 into " + op.target + " (the op computes in float32)");
-      }
-    return {im_.graph().create_op_call(op, args, params)->output()};
+    return {im_.call(functional::op_registry::instance().at(target), args, params)};
   }
   void bind(functional::onnx_value v, bool rename) override { im_.bind(n_.output(0), node(v), rename); }
 
