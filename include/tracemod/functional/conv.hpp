@@ -3,6 +3,8 @@
 // conv_bias_activation, with its z operand).
 #pragma once
 
+#include <tracemod/functional/elementwise.hpp>
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/kernels/conv2d.hpp>
 
@@ -124,6 +126,35 @@ struct conv2d_fn : op_base<conv2d_fn> {
     auto [g, y] = prepare(p, x, w, b);
     kernels::conv2d(g, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
     return y;
+  }
+
+ public:
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    const onnx_operand& w = cx.input(1);
+    std::vector<std::string> in{cx.input(0).name, w.name};
+    if (cx.input(2).is_tensor()) in.push_back(cx.input(2).name);
+    cx.node("Conv", in, {cx.output()},
+            {{"kernel_shape", std::vector<std::int64_t>{w.shape[2], w.shape[3]}},
+             {"strides", std::vector<std::int64_t>{p.stride.h, p.stride.w}},
+             {"pads", std::vector<std::int64_t>{p.padding.h, p.padding.w, p.padding.h, p.padding.w}},
+             {"dilations", std::vector<std::int64_t>{p.dilation.h, p.dilation.w}},
+             {"group", p.groups}});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("Conv")};
+  static constexpr std::array onnx_import_attributes{std::string_view("auto_pad"), std::string_view("dilations"),
+                                                     std::string_view("group"),    std::string_view("kernel_shape"),
+                                                     std::string_view("pads"),     std::string_view("strides")};
+  static void onnx_import(onnx_import_context& cx) {
+    const onnx_value x = cx.tensor(0);
+    const onnx_value w = cx.tensor(1);
+    cx.require_2d(cx.shape(x));
+    const Shape& ws = cx.shape(w);
+    if (ws.rank() != 4) cx.unsupported("a weight of shape " + ws.to_string());
+    const std::vector<std::int64_t> k = cx.attr_ints("kernel_shape", {ws[2], ws[3]});
+    if (k != std::vector<std::int64_t>{ws[2], ws[3]})
+      cx.unsupported("attribute kernel_shape=" + ints_repr(k) + " differs from the weight " + ws.to_string());
+    const onnx_window g = cx.window(cx.shape(x), k);
+    cx.bind(cx.call<conv2d_fn>({g.stride, g.padding, g.dilation, cx.attr_int("group", 1)}, x, w, cx.optional(2)));
   }
 };
 inline constexpr conv2d_fn conv2d{};
@@ -247,6 +278,21 @@ struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
                             pair2 dilation = 1, std::int64_t groups = 1,
                             std::string_view nonlinear_mode = "identity") const {
     return apply(params{stride, padding, dilation, groups, std::string(nonlinear_mode)}, x, w, bias, z);
+  }
+
+  /// Conv, then Add of the residual z, then the activation: the three ops the kernel fuses.
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    const kernels::activation act = activation_of(p.nonlinear_mode);
+    const bool residual = cx.input(3).is_tensor();
+    const bool activated = act != kernels::activation::none;
+    const std::string conv_out = residual || activated ? cx.fresh(cx.output() + "_conv") : cx.output();
+    onnx_export_context conv = cx.with(cx.sub_call({cx.input(0), cx.input(1), cx.input(2)}, conv_out));
+    conv2d_fn::onnx_export(conv, {p.stride, p.padding, p.dilation, p.groups});
+    std::string y = conv_out;
+    if (residual) y = cx.node1("Add", {y, cx.input(3).name}, activated ? cx.fresh(cx.output() + "_add") : cx.output());
+    onnx_export_context last = cx.with(cx.sub_call({onnx_operand::tensor(y, cx.output_shape())}, cx.output()));
+    if (act == kernels::activation::relu) relu_fn::onnx_export(last, {});
+    if (act == kernels::activation::relu6) relu6_fn::onnx_export(last, {});
   }
 };
 inline constexpr conv_bias_activation_fn conv_bias_activation{};

@@ -2,10 +2,12 @@
 // minimum, maximum (binary, numpy broadcasting, tensors or scalars on either side).
 #pragma once
 
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/kernels/elementwise.hpp>
 
 #include <array>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -48,6 +50,29 @@ template <class KernelOp>
 inline constexpr bool idempotent_kernel = false;
 template <>
 inline constexpr bool idempotent_kernel<kernels::relu_op> = true;
+
+/// The ONNX node types an elementwise kernel is: export writes the first, import reads each.
+template <class KernelOp>
+struct onnx_of {
+  static constexpr std::array<std::string_view, 0> types{};
+};
+#define TRACEMOD_ONNX_OF(kernel, ...)                                                   \
+  template <>                                                                           \
+  struct onnx_of<kernels::kernel> {                                                     \
+    static constexpr std::array types{__VA_ARGS__};                                     \
+  };
+TRACEMOD_ONNX_OF(relu_op, std::string_view("Relu"))
+TRACEMOD_ONNX_OF(sigmoid_op, std::string_view("Sigmoid"))
+TRACEMOD_ONNX_OF(neg_op, std::string_view("Neg"))
+TRACEMOD_ONNX_OF(exp_op, std::string_view("Exp"))
+TRACEMOD_ONNX_OF(tanh_op, std::string_view("Tanh"))
+TRACEMOD_ONNX_OF(add_op, std::string_view("Add"), std::string_view("Sum"))
+TRACEMOD_ONNX_OF(sub_op, std::string_view("Sub"))
+TRACEMOD_ONNX_OF(mul_op, std::string_view("Mul"))
+TRACEMOD_ONNX_OF(div_op, std::string_view("Div"))
+TRACEMOD_ONNX_OF(minimum_op, std::string_view("Min"))
+TRACEMOD_ONNX_OF(maximum_op, std::string_view("Max"))
+#undef TRACEMOD_ONNX_OF
 
 /// Shape of a binary operand: a scalar broadcasts like a rank-0 tensor.
 template <class A>
@@ -100,6 +125,14 @@ struct unary_op : op_base<Derived> {
     kernels::unary(KernelOp{}, x.data<float>(), y.data<float>(), x.numel());
     return y;
   }
+
+  static void onnx_export(onnx_export_context& cx, const params&)
+    requires(!detail::onnx_of<KernelOp>::types.empty())
+  {
+    onnx_export_elementwise(cx, detail::onnx_of<KernelOp>::types[0], false);
+  }
+  static constexpr auto onnx_import_types = detail::onnx_of<KernelOp>::types;
+  static void onnx_import(onnx_import_context& cx) { onnx_import_unary<Derived>(cx); }
 };
 
 /// f(x, y) with numpy broadcasting; either operand may be a C++ number.
@@ -121,6 +154,14 @@ struct binary_op : op_base<Derived> {
   static Tensor eager(const params&, const X& x, const Y& y) {
     return detail::eager_binary<Derived, KernelOp>(x, y);
   }
+
+  static void onnx_export(onnx_export_context& cx, const params&) {
+    onnx_export_elementwise(cx, detail::onnx_of<KernelOp>::types[0], false);
+  }
+  static constexpr auto onnx_import_types = detail::onnx_of<KernelOp>::types;
+  // Numpy-style broadcasting is the only kind before opset 7 without `axis`.
+  static constexpr std::array onnx_import_attributes{std::string_view("broadcast")};
+  static void onnx_import(onnx_import_context& cx) { onnx_import_variadic<Derived>(cx); }
 };
 
 #define TRACEMOD_DEFINE_ELEMWISE_OP(op_name, base, kernel, module)                      \
@@ -133,7 +174,6 @@ struct binary_op : op_base<Derived> {
   TRACEMOD_REGISTER_BUILTIN_OP(op_name##_fn);
 
 TRACEMOD_DEFINE_ELEMWISE_OP(relu, unary_op, relu_op, "nn")
-TRACEMOD_DEFINE_ELEMWISE_OP(relu6, unary_op, relu6_op, "nn")
 TRACEMOD_DEFINE_ELEMWISE_OP(sigmoid, unary_op, sigmoid_op, "nn")
 TRACEMOD_DEFINE_ELEMWISE_OP(neg, unary_op, neg_op, "elemwise")
 TRACEMOD_DEFINE_ELEMWISE_OP(exp, unary_op, exp_op, "elemwise")
@@ -146,6 +186,46 @@ TRACEMOD_DEFINE_ELEMWISE_OP(minimum, binary_op, minimum_op, "elemwise")
 TRACEMOD_DEFINE_ELEMWISE_OP(maximum, binary_op, maximum_op, "elemwise")
 
 #undef TRACEMOD_DEFINE_ELEMWISE_OP
+
+/// min(max(x, 0), 6): ONNX's Clip with those bounds; Clip imports as relu6, relu, or maximum and
+/// minimum for other bounds.
+struct relu6_fn : unary_op<relu6_fn, kernels::relu6_op> {
+  static constexpr std::string_view name = "relu6";
+  static constexpr std::string_view target = "nn.relu6";
+  static constexpr call_kind kind = call_kind::function;
+
+  static void onnx_export(onnx_export_context& cx, const params&) {
+    cx.node("Clip", {cx.input(0).name, cx.graph().scalar(0.0), cx.graph().scalar(6.0)}, {cx.output()});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("Clip")};
+  static constexpr std::array onnx_import_attributes{std::string_view("min"), std::string_view("max")};
+  static constexpr std::array onnx_static_inputs{1, 2};
+  static void onnx_import(onnx_import_context& cx) {
+    std::optional<double> lo, hi;
+    if (cx.opset() < 11) {  // the bounds were attributes before opset 11
+      if (cx.has_attr("min")) lo = cx.attr_float("min", 0);
+      if (cx.has_attr("max")) hi = cx.attr_float("max", 0);
+    } else {
+      const auto bound = [&](int i) -> std::optional<double> {
+        if (!cx.has_input(i)) return std::nullopt;
+        const std::vector<double> v = cx.numbers(i, i == 1 ? "min" : "max");
+        if (v.size() != 1) cx.unsupported("a bound with " + std::to_string(v.size()) + " values");
+        return v[0];
+      };
+      lo = bound(1);
+      hi = bound(2);
+    }
+    const onnx_value x = cx.tensor(0);
+    if (lo == 0.0 && hi == 6.0) return cx.bind(cx.call<relu6_fn>({}, x));
+    if (lo == 0.0 && !hi) return cx.bind(cx.call<relu_fn>({}, x));
+    onnx_value y = x;
+    if (lo) y = cx.call<maximum_fn>({}, y, Value(*lo));
+    if (hi) y = cx.call<minimum_fn>({}, y, Value(*hi));
+    cx.bind(y, y.node != x.node);
+  }
+};
+inline constexpr relu6_fn relu6{};
+TRACEMOD_REGISTER_BUILTIN_OP(relu6_fn);
 
 }  // namespace tracemod::functional
 

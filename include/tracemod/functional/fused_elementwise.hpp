@@ -10,6 +10,7 @@
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/repr.hpp>
 #include <tracemod/functional/fused_program.hpp>
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/kernels/detail/elementwise_broadcast.hpp>
 #include <tracemod/kernels/detail/elementwise_loop.hpp>
@@ -156,6 +157,8 @@ struct fused_elementwise_fn : op_base<fused_elementwise_fn> {
     return y;
   }
 
+  static void onnx_export(onnx_export_context& cx, const params& p);
+
  private:
   static std::vector<Tensor> as_vector(const std::vector<Tensor>& v) { return v; }
   static std::vector<Tensor> as_vector(std::span<const Tensor> v) { return {v.begin(), v.end()}; }
@@ -166,6 +169,32 @@ struct fused_elementwise_fn : op_base<fused_elementwise_fn> {
 };
 inline constexpr fused_elementwise_fn fused_elementwise{};
 TRACEMOD_REGISTER_BUILTIN_OP(fused_elementwise_fn);
+
+/// The program unfused again: each instruction exported as the op that runs it.
+inline void fused_elementwise_fn::onnx_export(onnx_export_context& cx, const params& p) {
+  using opcode = fused_program::opcode;
+  const fused_program program = fused_program::parse(p.expr, target);
+  const std::vector<fused_program::instruction>& code = program.code();
+  std::vector<onnx_operand> stack;
+  for (std::size_t k = 0; k < code.size(); ++k) {
+    const fused_program::instruction& i = code[k];
+    const bool last = k + 1 == code.size();
+    const std::string out = last ? cx.output() : cx.fresh(cx.output() + "_f");
+    if (i.op == opcode::input || i.op == opcode::constant) {
+      onnx_operand leaf = i.op == opcode::input ? cx.input(0).list.at(static_cast<std::size_t>(i.input))
+                                                : onnx_operand::tensor(cx.graph().scalar(i.value), Shape{});
+      if (last) leaf.name = cx.node1("Identity", {leaf.name}, out);
+      stack.push_back(std::move(leaf));
+      continue;
+    }
+    const std::size_t arity = i.arity;
+    std::vector<onnx_operand> operands(stack.end() - static_cast<std::ptrdiff_t>(arity), stack.end());
+    stack.resize(stack.size() - arity);
+    onnx_export_context step = cx.with(cx.sub_call(std::move(operands), out));
+    cx.graph().export_instruction(static_cast<std::size_t>(i.input), step);
+    stack.push_back(onnx_operand::tensor(out, cx.output_shape()));
+  }
+}
 
 }  // namespace tracemod::functional
 

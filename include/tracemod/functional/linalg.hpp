@@ -1,11 +1,14 @@
 // matmul and linear, on the packed GEMM kernel.
 #pragma once
 
+#include <tracemod/functional/elementwise.hpp>
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/kernels/gemm.hpp>
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -101,6 +104,20 @@ struct matmul_fn : op_base<matmul_fn> {
     }
     return y;
   }
+
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    // Transpose's default permutation reverses every axis; matmul's flags swap only the last two.
+    const auto operand = [&](const onnx_operand& o, bool transposed) {
+      if (!transposed || o.shape.rank() < 2) return o.name;
+      std::vector<std::int64_t> perm;
+      for (std::size_t i = 0; i < o.shape.rank(); ++i) perm.push_back(static_cast<std::int64_t>(i));
+      std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+      return cx.node1("Transpose", {o.name}, cx.fresh(o.name + "_t"), {{"perm", perm}});
+    };
+    cx.node("MatMul", {operand(cx.input(0), p.transpose_a), operand(cx.input(1), p.transpose_b)}, {cx.output()});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("MatMul")};
+  static void onnx_import(onnx_import_context& cx) { cx.bind(cx.call<matmul_fn>({}, cx.tensor(0), cx.tensor(1))); }
 };
 inline constexpr matmul_fn matmul{};
 TRACEMOD_REGISTER_BUILTIN_OP(matmul_fn);
@@ -159,6 +176,53 @@ struct linear_fn : op_base<linear_fn> {
     }
     kernels::gemm(false, true, rows, out, in, 1.f, x.data<float>(), in, w.data<float>(), in, b ? 1.f : 0.f, py, out);
     return y;
+  }
+
+ public:
+  /// Gemm for a 2-D input, else Transpose + MatMul (+ Add).
+  static void onnx_export(onnx_export_context& cx, const params&) {
+    const std::optional<std::string> bias = onnx_export_context::optional_name(cx.input(2));
+    const onnx_operand& x = cx.input(0);
+    const onnx_operand& w = cx.input(1);
+    if (x.shape.rank() == 2) {
+      std::vector<std::string> in{x.name, w.name};
+      if (bias) in.push_back(*bias);
+      cx.node("Gemm", in, {cx.output()}, {{"transB", std::int64_t{1}}});
+      return;
+    }
+    const std::string wt = cx.node1("Transpose", {w.name}, cx.fresh(w.name + "_t"));
+    if (!bias) {
+      cx.node("MatMul", {x.name, wt}, {cx.output()});
+      return;
+    }
+    const std::string prod = cx.node1("MatMul", {x.name, wt}, cx.fresh(cx.output() + "_matmul"));
+    cx.node("Add", {prod, *bias}, {cx.output()});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("Gemm")};
+  static constexpr std::array onnx_import_attributes{std::string_view("alpha"), std::string_view("beta"),
+                                                     std::string_view("transA"), std::string_view("transB"),
+                                                     std::string_view("broadcast")};
+  static void onnx_import(onnx_import_context& cx) {
+    const onnx_value a = cx.tensor(0);
+    const onnx_value b = cx.tensor(1);
+    const bool ta = cx.attr_int("transA", 0) != 0, tb = cx.attr_int("transB", 0) != 0;
+    const double alpha = cx.attr_float("alpha", 1.0f), beta = cx.attr_float("beta", 1.0f);
+    std::optional<onnx_value> c;
+    if (cx.has_input(2)) c = cx.tensor(2);
+    // A fully connected layer (what PyTorch writes for nn.Linear) is tracemod's linear.
+    const Shape& bs = cx.shape(b);
+    if (!ta && tb && alpha == 1.0 && beta == 1.0 && bs.rank() == 2 && (!c || cx.shape(*c) == Shape{bs[0]})) {
+      cx.bind(cx.call<linear_fn>({}, a, b, c ? onnx_arg(*c) : onnx_arg(Value(none))));
+      return;
+    }
+    onnx_value y = cx.call<matmul_fn>({ta, tb}, a, b);
+    if (alpha != 1.0) y = cx.call<mul_fn>({}, y, Value(alpha));
+    if (c) {
+      onnx_value bias = *c;
+      if (beta != 1.0) bias = cx.call<mul_fn>({}, bias, Value(beta));
+      y = cx.call<add_fn>({}, y, bias);
+    }
+    cx.bind(y);
   }
 };
 inline constexpr linear_fn linear{};

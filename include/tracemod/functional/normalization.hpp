@@ -2,6 +2,7 @@
 // updates the running statistics in place, through the buffers they share with their module).
 #pragma once
 
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/kernels/batch_norm.hpp>
 
@@ -92,6 +93,30 @@ struct batch_norm_fn : op_base<batch_norm_fn> {
   decltype(auto) operator()(const X& x, const M& running_mean, const V& running_var, const W& weight = none,
                             const B& bias = none, const params& p = {}) const {
     return apply(p, x, running_mean, running_var, weight, bias);
+  }
+
+  /// Inference batch norm; PyTorch's momentum m is ONNX's 1 - m (the weight of the running value).
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    if (p.training)
+      cx.refuse("batch norm in training mode (batch statistics) has no ONNX inference equivalent; call eval() first");
+    if (!cx.input(1).is_tensor() || !cx.input(2).is_tensor()) cx.refuse("batch norm without running statistics");
+    const std::int64_t channels = cx.input(0).shape[1];
+    const std::string scale = cx.input(3).is_tensor() ? cx.input(3).name : cx.graph().filled(1.0, channels);
+    const std::string shift = cx.input(4).is_tensor() ? cx.input(4).name : cx.graph().filled(0.0, channels);
+    cx.node("BatchNormalization", {cx.input(0).name, scale, shift, cx.input(1).name, cx.input(2).name}, {cx.output()},
+            {{"epsilon", p.eps}, {"momentum", 1.0 - p.momentum}});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("BatchNormalization")};
+  // spatial, is_test and consumed_inputs are attributes of old opsets that change nothing here.
+  static constexpr std::array onnx_import_attributes{std::string_view("epsilon"),  std::string_view("momentum"),
+                                                     std::string_view("training_mode"), std::string_view("spatial"),
+                                                     std::string_view("is_test"), std::string_view("consumed_inputs")};
+  static void onnx_import(onnx_import_context& cx) {
+    if (cx.attr_int("training_mode", 0) != 0) cx.unsupported("attribute training_mode=1 (batch statistics)");
+    if (cx.attr_int("spatial", 1) != 1) cx.unsupported("attribute spatial=0");
+    cx.only_first_output("running statistics of training mode");
+    cx.bind(cx.call<batch_norm_fn>({.training = false, .momentum = 0.1, .eps = cx.attr_float("epsilon", 1e-5f)},
+                                   cx.tensor(0), cx.tensor(3), cx.tensor(4), cx.tensor(1), cx.tensor(2)));
   }
 };
 inline constexpr batch_norm_fn batch_norm{};

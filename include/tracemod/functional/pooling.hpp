@@ -1,6 +1,7 @@
 // 2-D pooling over NCHW tensors: max_pool2d, avg_pool2d, adaptive_avg_pool2d (PyTorch semantics).
 #pragma once
 
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/kernels/pooling.hpp>
 
@@ -8,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace tracemod::functional {
 
@@ -33,6 +35,9 @@ inline kernels::pool2d_geometry pool_geometry(const Shape& x, pair2 kernel, cons
   g.pad_w = padding.w;
   return g;
 }
+
+inline std::vector<std::int64_t> onnx_hw(pair2 p) { return {p.h, p.w}; }
+inline std::vector<std::int64_t> onnx_pads(pair2 p) { return {p.h, p.w, p.h, p.w}; }
 
 }  // namespace detail
 
@@ -75,6 +80,25 @@ struct max_pool2d_fn : op_base<max_pool2d_fn> {
     Tensor y = Tensor::empty(Shape{g.n, g.c, g.out_h(), g.out_w()}, DType::float32, target);
     kernels::max_pool2d(g, x.data<float>(), y.data<float>());
     return y;
+  }
+
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    cx.node("MaxPool", {cx.input(0).name}, {cx.output()},
+            {{"kernel_shape", detail::onnx_hw(p.kernel_size)}, {"strides", detail::onnx_hw(p.stride.value_or(p.kernel_size))},
+             {"pads", detail::onnx_pads(p.padding)}, {"dilations", detail::onnx_hw(p.dilation)},
+             {"ceil_mode", std::int64_t{p.ceil_mode}}});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("MaxPool")};
+  static constexpr std::array onnx_import_attributes{
+      std::string_view("auto_pad"),     std::string_view("ceil_mode"), std::string_view("dilations"),
+      std::string_view("kernel_shape"), std::string_view("pads"),      std::string_view("storage_order"),
+      std::string_view("strides")};
+  static void onnx_import(onnx_import_context& cx) {
+    cx.only_first_output("MaxPool's Indices");
+    const onnx_value x = cx.tensor(0);
+    cx.require_2d(cx.shape(x));
+    const onnx_window g = cx.window(cx.shape(x), cx.kernel_shape());
+    cx.bind(cx.call<max_pool2d_fn>({g.kernel, g.stride, g.padding, g.dilation, cx.attr_int("ceil_mode", 0) != 0}, x));
   }
 };
 inline constexpr max_pool2d_fn max_pool2d{};
@@ -119,6 +143,24 @@ struct avg_pool2d_fn : op_base<avg_pool2d_fn> {
     kernels::avg_pool2d(g, x.data<float>(), y.data<float>());
     return y;
   }
+
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    cx.node("AveragePool", {cx.input(0).name}, {cx.output()},
+            {{"kernel_shape", detail::onnx_hw(p.kernel_size)}, {"strides", detail::onnx_hw(p.stride.value_or(p.kernel_size))},
+             {"pads", detail::onnx_pads(p.padding)}, {"ceil_mode", std::int64_t{p.ceil_mode}},
+             {"count_include_pad", std::int64_t{p.count_include_pad}}});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("AveragePool")};
+  static constexpr std::array onnx_import_attributes{std::string_view("auto_pad"),          std::string_view("ceil_mode"),
+                                                     std::string_view("count_include_pad"), std::string_view("kernel_shape"),
+                                                     std::string_view("pads"),              std::string_view("strides")};
+  static void onnx_import(onnx_import_context& cx) {
+    const onnx_value x = cx.tensor(0);
+    cx.require_2d(cx.shape(x));
+    const onnx_window g = cx.window(cx.shape(x), cx.kernel_shape());
+    cx.bind(cx.call<avg_pool2d_fn>(
+        {g.kernel, g.stride, g.padding, cx.attr_int("ceil_mode", 0) != 0, cx.attr_int("count_include_pad", 0) != 0}, x));
+  }
 };
 inline constexpr avg_pool2d_fn avg_pool2d{};
 TRACEMOD_REGISTER_BUILTIN_OP(avg_pool2d_fn);
@@ -152,6 +194,28 @@ struct adaptive_avg_pool2d_fn : op_base<adaptive_avg_pool2d_fn> {
     kernels::adaptive_avg_pool2d(x.data<float>(), y.data<float>(), x.size(0), x.size(1), x.size(2), x.size(3), p.oshp.h,
                                  p.oshp.w);
     return y;
+  }
+
+  /// Output (1, 1) is GlobalAveragePool; an output size dividing the input is AveragePool with
+  /// kernel = stride = input / output (the same bins); other sizes have uneven bins ONNX cannot express.
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    if (p.oshp == pair2{1, 1}) {
+      cx.node("GlobalAveragePool", {cx.input(0).name}, {cx.output()});
+      return;
+    }
+    const Shape& x = cx.input(0).shape;
+    const std::int64_t h = x[2], w = x[3];
+    if (p.oshp.h <= 0 || p.oshp.w <= 0 || h % p.oshp.h != 0 || w % p.oshp.w != 0)
+      cx.refuse("adaptive average pooling of " + x.to_string() + " to " + repr(p.oshp) +
+                " has uneven bins, which no ONNX pooling expresses (use an input size divisible by the output size)");
+    const pair2 k{h / p.oshp.h, w / p.oshp.w};
+    avg_pool2d_fn::onnx_export(cx, {.kernel_size = k, .stride = k, .padding = 0, .ceil_mode = false, .count_include_pad = true});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("GlobalAveragePool")};
+  static void onnx_import(onnx_import_context& cx) {
+    const onnx_value x = cx.tensor(0);
+    cx.require_2d(cx.shape(x));
+    cx.bind(cx.call<adaptive_avg_pool2d_fn>({pair2{1, 1}}, x));
   }
 };
 inline constexpr adaptive_avg_pool2d_fn adaptive_avg_pool2d{};

@@ -9,6 +9,7 @@
 
 #include <tracemod/core/value.hpp>
 #include <tracemod/functional/fused_program.hpp>
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/functional/param_value.hpp>
 
@@ -83,6 +84,10 @@ struct op_entry {
   std::function<Shape(const void* params, std::span<const erased_shape>)> infer_shape;
   /// The output dtype given the operands' (float32 unless the op keeps its input's dtype).
   std::function<DType(std::span<const DType>)> infer_dtype;
+  /// Its ONNX export rule (onnx_rule.hpp); null for an op without an ONNX equivalent.
+  std::function<void(onnx_export_context&, const void* params)> onnx_export;
+  /// The ONNX node types it imports (onnx_rule.hpp).
+  std::vector<onnx_import_rule> onnx_imports;
 
   /// Number of positional params.
   [[nodiscard]] std::size_t positional_param_count() const noexcept {
@@ -202,6 +207,12 @@ op_entry make_entry() {
                         " operands, got " + std::to_string(shapes.size()));
     return erased_infer<Op>(*static_cast<const P*>(params), shapes, std::make_index_sequence<Op::operands.size()>{});
   };
+  if constexpr (requires(onnx_export_context& cx, const P& p) { Op::onnx_export(cx, p); })
+    e.onnx_export = [](onnx_export_context& cx, const void* p) { Op::onnx_export(cx, *static_cast<const P*>(p)); };
+  if constexpr (requires { Op::onnx_imports(); })
+    e.onnx_imports = Op::onnx_imports();
+  else if constexpr (requires { Op::onnx_import_types; })
+    e.onnx_imports = onnx_import_rules<Op>();
   e.infer_dtype = [](std::span<const DType> dtypes) {
     if constexpr (keeps_input_dtype<Op>)
       return dtypes.empty() ? DType::float32 : dtypes.front();

@@ -2,15 +2,45 @@
 // (copies through the layout kernels).
 #pragma once
 
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/kernels/layout.hpp>
 
+#include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 namespace tracemod::functional {
+
+namespace detail {
+
+/// ONNX's view of a tensor as 2-D at `axis`: (d0 * ... * d(axis-1), d(axis) * ... * dn).
+inline int_list to_2d(const Shape& x, std::size_t axis) {
+  std::int64_t rows = 1, cols = 1;
+  for (std::size_t i = 0; i < x.rank(); ++i) (i < axis ? rows : cols) *= x[i];
+  return {rows, cols};
+}
+inline int_list as_list(const Shape& s) {
+  int_list l;
+  for (std::int64_t d : s) l.push_back(d);
+  return l;
+}
+
+/// `axes` normalised against `rank` (negative axes count from the end), each at most once.
+inline std::vector<bool> onnx_axis_set(onnx_import_context& cx, const std::vector<std::int64_t>& axes, std::size_t rank) {
+  std::vector<bool> in(rank, false);
+  for (std::int64_t a : axes) {
+    const std::size_t i = normalize_axis(a, rank, cx.op_type());
+    if (in[i]) cx.unsupported("axes=" + ints_repr(axes) + " names axis " + std::to_string(i) + " twice");
+    in[i] = true;
+  }
+  return in;
+}
+
+}  // namespace detail
 
 struct flatten_params {
   std::int64_t start_axis = 0;
@@ -49,6 +79,28 @@ struct flatten_fn : op_base<flatten_fn> {
     require_defined(target, "inp", x);  // any dtype: a view moves no data
     return x.reshape(infer_shape(p, x.shape()));
   }
+
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    const Shape& x = cx.input(0).shape;
+    if (x.rank() == 0) {
+      cx.node("Reshape", {cx.input(0).name, cx.graph().ints({1}, "shape")}, {cx.output()});
+      return;
+    }
+    const std::size_t s = normalize_axis(p.start_axis, x.rank(), cx.call().where);
+    const std::size_t end = normalize_axis(p.end_axis, x.rank(), cx.call().where);
+    if (s == 1 && end + 1 == x.rank()) {  // ONNX's Flatten: (d0, d1 * ... * dn)
+      cx.node("Flatten", {cx.input(0).name}, {cx.output()}, {{"axis", std::int64_t{1}}});
+      return;
+    }
+    // Leading axes are copied (0), the merged one inferred (-1): valid for any batch size.
+    std::vector<std::int64_t> shape(s, 0);
+    shape.push_back(-1);
+    for (std::size_t i = end + 1; i < x.rank(); ++i) shape.push_back(x[i]);
+    cx.node("Reshape", {cx.input(0).name, cx.graph().ints(shape, "shape")}, {cx.output()});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("Flatten")};
+  static constexpr std::array onnx_import_attributes{std::string_view("axis")};
+  static void onnx_import(onnx_import_context& cx);
 };
 inline constexpr flatten_fn flatten{};
 TRACEMOD_REGISTER_BUILTIN_OP(flatten_fn);
@@ -103,9 +155,92 @@ struct reshape_fn : op_base<reshape_fn> {
     require_defined(target, "inp", x);  // any dtype: a view moves no data
     return x.reshape(infer_shape(p, x.shape()));
   }
+
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    std::vector<std::int64_t> shape(p.target_shape.begin(), p.target_shape.end());
+    const bool has_zero = std::find(shape.begin(), shape.end(), 0) != shape.end();
+    const Shape& x = cx.input(0).shape;
+    // A target that keeps the traced batch size in front copies it (0), so any batch size reshapes.
+    if (cx.graph().dynamic_batch() && !has_zero && !shape.empty() && x.rank() >= 1 && shape[0] == x[0]) shape[0] = 0;
+    std::vector<onnx_attribute> attributes;
+    if (has_zero) attributes.push_back({"allowzero", std::int64_t{1}});  // a literal zero extent, not "copy"
+    cx.node("Reshape", {cx.input(0).name, cx.graph().ints(shape, "shape")}, {cx.output()}, attributes);
+  }
+  /// Reshape, and Unsqueeze and Squeeze: a reshape to the shape they compute.
+  static std::vector<onnx_import_rule> onnx_imports() {
+    return {{"Reshape", {"allowzero", "shape"}, {1}, &import_reshape},
+            {"Unsqueeze", {"axes"}, {1}, &import_unsqueeze},
+            {"Squeeze", {"axes"}, {1}, &import_squeeze}};
+  }
+
+ private:
+  static void import_reshape(onnx_import_context& cx) {
+    const onnx_value x = cx.tensor(0);
+    // before opset 5 the shape was an attribute
+    const std::vector<std::int64_t> target = cx.input_count() > 1 ? cx.integers(1, "shape") : cx.attr_ints("shape");
+    const bool allowzero = cx.attr_int("allowzero", 0) != 0;
+    int_list shape;
+    for (std::size_t i = 0; i < target.size(); ++i) {
+      const std::int64_t d = target[i];
+      if (d == 0 && !allowzero) {
+        if (i >= cx.shape(x).rank()) cx.unsupported("a 0 in shape past the input's rank");
+        shape.push_back(cx.shape(x)[i]);  // ONNX: 0 copies the input's extent
+      } else {
+        shape.push_back(d);
+      }
+    }
+    cx.bind(cx.call<reshape_fn>({shape}, x));
+  }
+  /// Unsqueeze's axes index the output.
+  static void import_unsqueeze(onnx_import_context& cx) {
+    const onnx_value x = cx.tensor(0);
+    const Shape& s = cx.shape(x);
+    const std::optional<std::vector<std::int64_t>> axes = cx.axes();
+    if (!axes) cx.unsupported("Unsqueeze without axes");
+    const std::size_t rank = s.rank() + axes->size();
+    if (rank > Shape::max_rank)
+      cx.unsupported("a result of rank " + std::to_string(rank) + " (at most " + std::to_string(Shape::max_rank) + ")");
+    const std::vector<bool> inserted = detail::onnx_axis_set(cx, *axes, rank);
+    int_list out;
+    for (std::size_t i = 0, j = 0; i < rank; ++i) out.push_back(inserted[i] ? 1 : s[j++]);
+    cx.bind(cx.call<reshape_fn>({out}, x));
+  }
+  /// Squeeze's axes index the input and must have extent 1; without axes every extent of 1 goes.
+  static void import_squeeze(onnx_import_context& cx) {
+    const onnx_value x = cx.tensor(0);
+    const Shape& s = cx.shape(x);
+    const std::optional<std::vector<std::int64_t>> axes = cx.axes();
+    std::vector<bool> removed(s.rank(), false);
+    if (axes) {
+      removed = detail::onnx_axis_set(cx, *axes, s.rank());
+      for (std::size_t i = 0; i < s.rank(); ++i)
+        if (removed[i] && s[i] != 1)
+          throw shape_error("Squeeze: axis " + std::to_string(i) + " of an input of shape " + s.to_string() +
+                            " has extent " + std::to_string(s[i]) + ", not 1");
+    } else {
+      for (std::size_t i = 0; i < s.rank(); ++i) removed[i] = s[i] == 1;
+    }
+    int_list out;
+    for (std::size_t i = 0; i < s.rank(); ++i)
+      if (!removed[i]) out.push_back(s[i]);
+    cx.bind(cx.call<reshape_fn>({out}, x));
+  }
 };
 inline constexpr reshape_fn reshape{};
 TRACEMOD_REGISTER_BUILTIN_OP(reshape_fn);
+
+inline void flatten_fn::onnx_import(onnx_import_context& cx) {
+  const onnx_value x = cx.tensor(0);
+  const Shape& s = cx.shape(x);
+  const std::int64_t axis = cx.attr_int("axis", 1);
+  const auto a = axis < 0 ? axis + static_cast<std::int64_t>(s.rank()) : axis;
+  if (a < 0 || a > static_cast<std::int64_t>(s.rank()))
+    cx.unsupported("attribute axis=" + std::to_string(axis) + " for an input of shape " + s.to_string());
+  if (a == 1 && s.rank() >= 2)
+    cx.bind(cx.call<flatten_fn>({.start_axis = 1, .end_axis = -1}, x));
+  else
+    cx.bind(cx.call<reshape_fn>({detail::to_2d(s, static_cast<std::size_t>(a))}, x));
+}
 
 struct transpose_params {
   int_list pattern;
@@ -143,6 +278,21 @@ struct transpose_fn : op_base<transpose_fn> {
     Tensor y = Tensor::empty(kernels::transposed_shape(x.shape(), pspan, target), DType::float32, target);
     kernels::transpose(x.data<float>(), x.shape(), pspan, y.data<float>());
     return y;
+  }
+
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    cx.node("Transpose", {cx.input(0).name}, {cx.output()},
+            {{"perm", std::vector<std::int64_t>(p.pattern.begin(), p.pattern.end())}});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("Transpose")};
+  static constexpr std::array onnx_import_attributes{std::string_view("perm")};
+  static void onnx_import(onnx_import_context& cx) {
+    const onnx_value x = cx.tensor(0);
+    std::vector<std::int64_t> reversed;
+    for (std::size_t i = cx.shape(x).rank(); i-- > 0;) reversed.push_back(static_cast<std::int64_t>(i));
+    int_list perm;
+    for (std::int64_t p : cx.attr_ints("perm", reversed)) perm.push_back(p);
+    cx.bind(cx.call<transpose_fn>({perm}, x));
   }
 };
 inline constexpr transpose_fn transpose{};
@@ -184,6 +334,20 @@ struct concat_fn : op_base<concat_fn> {
   template <class... T>
   static Tensor eager(const params& p, const std::tuple<T...>& inps) {
     return eager(p, std::apply([](const auto&... t) { return std::vector<Tensor>{Tensor(t)...}; }, inps));
+  }
+
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    std::vector<std::string> in;
+    for (const onnx_operand& o : cx.input(0).list) in.push_back(o.name);
+    const std::size_t axis = normalize_axis(p.axis, cx.output_shape().rank(), cx.call().where);
+    cx.node("Concat", in, {cx.output()}, {{"axis", static_cast<std::int64_t>(axis)}});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("Concat")};
+  static constexpr std::array onnx_import_attributes{std::string_view("axis")};
+  static void onnx_import(onnx_import_context& cx) {
+    std::vector<onnx_value> in;
+    for (int i = 0; i < cx.input_count(); ++i) in.push_back(cx.tensor(i));
+    cx.bind(cx.call<concat_fn>({cx.attr_int("axis", 0)}, std::move(in)));
   }
 
   /// A braced list of tensors is a vector: F::concat({a, b}, 1), F::concat({a, b}, {.axis = 1}).

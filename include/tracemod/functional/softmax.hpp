@@ -1,7 +1,9 @@
 // softmax along one axis (numerically stable).
 #pragma once
 
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
+#include <tracemod/functional/shape_ops.hpp>
 #include <tracemod/kernels/softmax.hpp>
 
 #include <array>
@@ -43,6 +45,28 @@ struct softmax_fn : op_base<softmax_fn> {
     Tensor y = Tensor::empty(s, DType::float32, target);
     kernels::softmax(x.data<float>(), y.data<float>(), outer, len, inner);
     return y;
+  }
+
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    const Shape& x = cx.input(0).shape;
+    if (x.rank() == 0) cx.refuse("softmax of a scalar");
+    cx.node("Softmax", {cx.input(0).name}, {cx.output()}, {{"axis", static_cast<std::int64_t>(resolved_axis(p, x))}});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("Softmax")};
+  static constexpr std::array onnx_import_attributes{std::string_view("axis")};
+  static void onnx_import(onnx_import_context& cx) {
+    const onnx_value x = cx.tensor(0);
+    const Shape s = cx.shape(x);
+    const std::int64_t axis = cx.attr_int("axis", cx.opset() < 13 ? 1 : -1);
+    const std::size_t a = normalize_axis(axis, s.rank(), "Softmax");
+    if (cx.opset() >= 13 || a + 1 == s.rank()) {
+      cx.bind(cx.call<softmax_fn>({static_cast<std::int64_t>(a)}, x));
+      return;
+    }
+    // Before opset 13, Softmax normalises over every axis from `axis` on (the input seen as 2-D).
+    const onnx_value flat = cx.call<reshape_fn>({detail::to_2d(s, a)}, x);
+    const onnx_value y = cx.call<softmax_fn>({std::int64_t{1}}, flat);
+    cx.bind(cx.call<reshape_fn>({detail::as_list(s)}, y));
   }
 };
 inline constexpr softmax_fn softmax{};

@@ -30,6 +30,10 @@ struct tensor_binary_method : op_base<Derived> {
     else
       return detail::eager_binary<Derived, KernelOp>(self, other);
   }
+
+  static void onnx_export(onnx_export_context& cx, const params&) {
+    onnx_export_elementwise(cx, detail::onnx_of<KernelOp>::types[0], Reflected);
+  }
 };
 
 #define TRACEMOD_DEFINE_TENSOR_METHOD(op_name, method_name, kernel, reflected)               \
@@ -83,6 +87,10 @@ struct tensor_inplace_method : op_base<Derived> {
     return detail::eager_binary<Derived, KernelOp>(self, other);
   }
 
+  static void onnx_export(onnx_export_context& cx, const params&) {
+    onnx_export_elementwise(cx, detail::onnx_of<KernelOp>::types[0], false);
+  }
+
   template <class S, class O>
   decltype(auto) operator()(const S& self, const O& other) const {
     return op_base<Derived>::apply(params{}, self, other);
@@ -111,6 +119,7 @@ struct method_neg_fn : unary_op<method_neg_fn, kernels::neg_op> {
   static constexpr std::string_view target = "__neg__";
   static constexpr call_kind kind = call_kind::method;
   static constexpr std::array operands{operand{"self", operand_kind::tensor}};
+  static constexpr std::array<std::string_view, 0> onnx_import_types{};  // Neg imports as neg_fn
 };
 inline constexpr method_neg_fn method_neg{};
 TRACEMOD_REGISTER_BUILTIN_OP(method_neg_fn);

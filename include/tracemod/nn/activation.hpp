@@ -5,6 +5,8 @@
 #include <tracemod/functional/elementwise.hpp>
 #include <tracemod/nn/reflection.hpp>
 
+#include <string>
+
 namespace tracemod::nn {
 
 /// max(x, 0)
@@ -19,6 +21,9 @@ class ReLU : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::relu(x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+  void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
+    functional::relu_fn::onnx_export(cx, {});
+  }
 };
 
 /// min(max(x, 0), 6)
@@ -31,6 +36,9 @@ class ReLU6 : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::relu6(x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+  void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
+    functional::relu6_fn::onnx_export(cx, {});
+  }
 };
 
 }  // namespace tracemod::nn

@@ -13,6 +13,8 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tracemod::nn {
 
@@ -113,6 +115,19 @@ class BatchNorm2d : public Module {
   [[nodiscard]] Shape infer_shape(const Shape& x) const {
     check_input(x);
     return x;
+  }
+
+  /// F::batch_norm's rule in eval mode, the tensors written as initializers named by `path`.
+  void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {
+    using functional::onnx_operand;
+    if (training()) cx.refuse("BatchNorm2d '" + path + "' is in training mode; call eval() before exporting");
+    std::vector<onnx_operand> in{cx.input(0)};
+    using named = std::pair<const Tensor*, const char*>;
+    for (const auto& [t, name] : {named{&running_mean, "running_mean"}, named{&running_var, "running_var"},
+                                  named{&weight, "weight"}, named{&bias, "bias"}})
+      in.push_back(t->defined() ? onnx_operand::tensor(cx.graph().weight(*t, path + "." + name), t->shape()) : onnx_operand{});
+    functional::onnx_export_context bn = cx.with(cx.sub_call(std::move(in), cx.output()));
+    functional::batch_norm_fn::onnx_export(bn, {.training = false, .momentum = momentum.value_or(0.1), .eps = eps});
   }
 
   [[nodiscard]] std::string extra_repr() const override {

@@ -8,6 +8,7 @@
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/shape.hpp>
 #include <tracemod/core/value.hpp>
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/nn/module.hpp>
 
@@ -36,6 +37,9 @@ struct builtin_entry {
   /// The shape each named tensor must have for the module's config (load checks the saved tensors
   /// against it); empty for modules whose tensors the config does not size.
   std::function<std::vector<std::pair<std::string, Shape>>(const Module&)> tensor_shapes;
+  /// The module's ONNX export rule (functional/onnx_rule.hpp), from its `onnx_export` member; null
+  /// for a module without an ONNX equivalent. `path` is the module's attribute path.
+  std::function<void(functional::onnx_export_context&, const Module&, const std::string& path)> onnx_export;
 };
 
 class builtin_registry {
@@ -121,6 +125,10 @@ builtin_entry describe_builtin() {
     if constexpr (requires { M::scaling; }) e.scaling = M::scaling;
     if constexpr (requires(const M& m) { m.tensor_shapes(); })
       e.tensor_shapes = [](const Module& m) { return dynamic_cast<const M&>(m).tensor_shapes(); };
+    if constexpr (requires(const M& m, functional::onnx_export_context& cx) { m.onnx_export(cx, std::string()); })
+      e.onnx_export = [](functional::onnx_export_context& cx, const Module& m, const std::string& path) {
+        dynamic_cast<const M&>(m).onnx_export(cx, path);
+      };
   }
   return e;
 }

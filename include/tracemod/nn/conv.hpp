@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tracemod::nn {
 
@@ -106,6 +107,15 @@ class Conv2d : public Module {
   [[nodiscard]] Shape infer_shape(const Shape& x) const {
     const Shape b = bias.defined() ? bias.shape() : Shape{};
     return functional::conv2d_fn::infer_shape(conv_params(), x, weight.shape(), bias.defined() ? &b : nullptr);
+  }
+
+  /// F::conv2d's rule, the tensors written as initializers named by `path`.
+  void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {
+    using functional::onnx_operand;
+    std::vector<onnx_operand> in{cx.input(0), onnx_operand::tensor(cx.graph().weight(weight, path + ".weight"), weight.shape())};
+    in.push_back(bias.defined() ? onnx_operand::tensor(cx.graph().weight(bias, path + ".bias"), bias.shape()) : onnx_operand{});
+    functional::onnx_export_context conv = cx.with(cx.sub_call(std::move(in), cx.output()));
+    functional::conv2d_fn::onnx_export(conv, conv_params());
   }
 
   [[nodiscard]] std::string extra_repr() const override {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/functional/params.hpp>
 #include <tracemod/nn/init.hpp>
@@ -39,6 +40,11 @@ class Dropout : public Module {
     return y;
   }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+  /// Identity in eval mode; training mode draws random numbers, which an inference graph has not.
+  void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {
+    if (training() && p != 0.0) cx.refuse("Dropout '" + path + "' is in training mode; call eval() before exporting");
+    cx.node("Identity", {cx.input(0).name}, {cx.output()});
+  }
   [[nodiscard]] std::string extra_repr() const override { return "p=" + functional::repr(p); }
 };
 

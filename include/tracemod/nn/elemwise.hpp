@@ -81,6 +81,27 @@ class Elemwise : public Module {
 
   [[nodiscard]] std::string extra_repr() const override { return "method=" + std::string(method()); }
 
+  /// The rule of the op the mode runs (the fused modes: Add, then the activation).
+  void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
+    namespace F = functional;
+    switch (mode) {
+      case Mode::relu: return F::relu_fn::onnx_export(cx, {});
+      case Mode::sigmoid: return F::sigmoid_fn::onnx_export(cx, {});
+      case Mode::tanh: return F::tanh_fn::onnx_export(cx, {});
+      case Mode::exp: return F::exp_fn::onnx_export(cx, {});
+      case Mode::negate: return F::neg_fn::onnx_export(cx, {});
+      case Mode::add: return F::add_fn::onnx_export(cx, {});
+      case Mode::sub: return F::sub_fn::onnx_export(cx, {});
+      case Mode::mul: return F::mul_fn::onnx_export(cx, {});
+      case Mode::true_div: return F::div_fn::onnx_export(cx, {});
+      case Mode::min: return F::minimum_fn::onnx_export(cx, {});
+      case Mode::max: return F::maximum_fn::onnx_export(cx, {});
+      case Mode::fuse_add_relu: return export_add_then<F::relu_fn>(cx);
+      case Mode::fuse_add_sigmoid: return export_add_then<F::sigmoid_fn>(cx);
+      case Mode::fuse_add_tanh: return export_add_then<F::tanh_fn>(cx);
+    }
+  }
+
  private:
   static Mode parse(std::string_view method) {
     std::string upper(method);
@@ -91,6 +112,16 @@ class Elemwise : public Module {
     std::string known;
     for (std::string_view n : mode_names) known += (known.empty() ? "" : ", ") + std::string(n);
     throw value_error("Elemwise: unknown mode '" + std::string(method) + "' (supported: " + known + ")");
+  }
+
+  template <class Activation>
+  static void export_add_then(functional::onnx_export_context& cx) {
+    const std::string sum = cx.fresh(cx.output() + "_Add");
+    functional::onnx_export_context add = cx.with(cx.sub_call(cx.call().in, sum));
+    functional::add_fn::onnx_export(add, {});
+    functional::onnx_export_context act =
+        cx.with(cx.sub_call({functional::onnx_operand::tensor(sum, cx.output_shape())}, cx.output()));
+    Activation::onnx_export(act, {});
   }
 
   void check_arity(std::size_t given) const {

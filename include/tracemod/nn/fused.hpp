@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace tracemod::nn {
@@ -90,6 +91,21 @@ tensor_shape_list conv_bn_tensor_shapes(const Fused& m) {
   return v;
 }
 
+/// Conv, BatchNormalization, and Relu when `relu`: the modules' own rules in a row.
+inline void onnx_export_conv_bn(functional::onnx_export_context& cx, const Conv2d& conv, const BatchNorm2d& bn,
+                                const std::string& path, bool relu) {
+  using functional::onnx_operand;
+  const std::string conv_out = cx.fresh(cx.output() + "_conv");
+  functional::onnx_export_context c = cx.with(cx.sub_call({cx.input(0)}, conv_out));
+  conv.onnx_export(c, path + ".conv");
+  const std::string bn_out = relu ? cx.fresh(cx.output() + "_bn") : cx.output();
+  functional::onnx_export_context b = cx.with(cx.sub_call({onnx_operand::tensor(conv_out, cx.output_shape())}, bn_out));
+  bn.onnx_export(b, path + ".bn");
+  if (!relu) return;
+  functional::onnx_export_context r = cx.with(cx.sub_call({onnx_operand::tensor(bn_out, cx.output_shape())}, cx.output()));
+  functional::relu_fn::onnx_export(r, {});
+}
+
 }  // namespace detail
 
 /// bn(conv(x))
@@ -114,6 +130,9 @@ class ConvBn2d : public Module {
     return bn(conv(x));
   }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return bn.infer_shape(conv.infer_shape(x)); }
+  void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {
+    detail::onnx_export_conv_bn(cx, conv, bn, path, false);
+  }
 };
 
 /// relu(bn(conv(x)))
@@ -138,6 +157,9 @@ class ConvBnRelu2d : public Module {
     return functional::relu(bn(conv(x)));
   }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return bn.infer_shape(conv.infer_shape(x)); }
+  void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {
+    detail::onnx_export_conv_bn(cx, conv, bn, path, true);
+  }
 };
 
 }  // namespace tracemod::nn

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <tracemod/core/value.hpp>
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/nn/reflection.hpp>
+
+#include <string>
 
 namespace tracemod::nn {
 
@@ -18,6 +21,9 @@ class Identity : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return x; }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+  void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
+    cx.node("Identity", {cx.input(0).name}, {cx.output()});
+  }
 };
 
 }  // namespace tracemod::nn

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tracemod::nn {
 
@@ -56,6 +57,15 @@ class Linear : public Module {
   [[nodiscard]] Shape infer_shape(const Shape& x) const {
     const Shape b = bias.defined() ? bias.shape() : Shape{};
     return functional::linear_fn::infer_shape({}, x, weight.shape(), bias.defined() ? &b : nullptr);
+  }
+
+  /// F::linear's rule, the tensors written as initializers named by `path`.
+  void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {
+    using functional::onnx_operand;
+    std::vector<onnx_operand> in{cx.input(0), onnx_operand::tensor(cx.graph().weight(weight, path + ".weight"), weight.shape())};
+    in.push_back(bias.defined() ? onnx_operand::tensor(cx.graph().weight(bias, path + ".bias"), bias.shape()) : onnx_operand{});
+    functional::onnx_export_context linear = cx.with(cx.sub_call(std::move(in), cx.output()));
+    functional::linear_fn::onnx_export(linear, {});
   }
 
   [[nodiscard]] std::string extra_repr() const override {

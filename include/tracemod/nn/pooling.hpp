@@ -38,6 +38,9 @@ class MaxPool2d : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::max_pool2d_fn::apply(params, x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return functional::max_pool2d_fn::infer_shape(params, x); }
+  void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
+    functional::max_pool2d_fn::onnx_export(cx, params);
+  }
   [[nodiscard]] std::string extra_repr() const override {
     return functional::params_repr<functional::max_pool2d_fn>(params);
   }
@@ -70,6 +73,9 @@ class AvgPool2d : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::avg_pool2d_fn::apply(params, x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return functional::avg_pool2d_fn::infer_shape(params, x); }
+  void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
+    functional::avg_pool2d_fn::onnx_export(cx, params);
+  }
   [[nodiscard]] std::string extra_repr() const override {
     return functional::params_repr<functional::avg_pool2d_fn>(params);
   }
@@ -95,6 +101,9 @@ class AdaptiveAvgPool2d : public Module {
     return functional::adaptive_avg_pool2d_fn::infer_shape({output_size}, x);
   }
   [[nodiscard]] std::string extra_repr() const override { return "output_size=" + functional::repr(output_size); }
+  void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
+    functional::adaptive_avg_pool2d_fn::onnx_export(cx, {output_size});
+  }
 };
 
 }  // namespace tracemod::nn

@@ -6,6 +6,7 @@
 #include <tracemod/core/dtype.hpp>
 #include <tracemod/core/shape.hpp>
 #include <tracemod/core/tensor.hpp>
+#include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/onnx/proto.hpp>
 
 #include <cstdint>
@@ -30,24 +31,10 @@ struct ExportOptions {
 
 namespace detail {
 
-/// An operand of a call being exported: a value of the ONNX graph, a number, None, or a list.
-struct Operand {
-  enum class Kind : std::uint8_t { tensor, scalar, none, list };
-  Kind kind = Kind::none;
-  std::string name{};  // tensor: the ONNX value name
-  Shape shape{};       // tensor: its shape at trace time
-  double scalar = 0;
-  std::vector<Operand> list{};
-};
-
-/// One call to export: its operands, the ONNX name its result must get and its shape, and how
-/// messages name it ("%12 (nn.conv2d)").
-struct Call {
-  std::vector<Operand> in;
-  std::string out;
-  Shape out_shape{};
-  std::string where;
-};
+/// An operand of a call being exported, and one call (its operands, output name and shape, and how
+/// messages name it): the rules' own types.
+using Operand = functional::onnx_operand;
+using Call = functional::onnx_call;
 
 class Emitter {
  public:

@@ -1,5 +1,5 @@
 // tmod::onnx::export_model: a TracedModule as an ONNX model. The module is flattened (user modules
-// inlined), every expr becomes the ONNX nodes the export table gives it, module tensors become
+// inlined), every expr becomes the ONNX nodes its op's or module's rule gives it, module tensors become
 // initializers named by their attribute paths, graph inputs and outputs keep their node names. The
 // model must pass onnx::checker::check_model and ONNX's shape inference before anything is written;
 // an unmapped op refuses the whole export, so no partial file is ever left behind.
@@ -50,11 +50,11 @@ inline std::vector<std::string> unmapped(const graph::Graph& g) {
       const Module* m = callee_of(e);
       if (m == nullptr) {
         out.push_back(where(e) + ": the called module is missing");
-      } else if (find_in(module_table(), m->type_name()) == nullptr) {
+      } else if (module_rule(m->type_name()) == nullptr) {
         out.push_back(where(e) + ": module type " + std::string(m->type_name()) +
                       (m->is_builtin() ? "" : " (a user module left after flatten)"));
       }
-    } else if (find_in(op_table(), e.op()->target) == nullptr) {
+    } else if (!has_rule(*e.op())) {
       out.push_back(where(e) + ": op " + e.op()->target);
     }
   }
@@ -159,14 +159,14 @@ inline void set_value_info(proto::ValueInfoProto& v, const std::string& name, co
         if (e.is_module_call()) {
           for (std::size_t i = 1; i < args.size(); ++i) c.in.push_back(operand(args[i]));
           const Module& m = *callee_of(e);
-          (*find_in(module_table(), m.type_name()))(em, m, path_of(*e.inputs()[0]), c);
+          export_module(em, m, path_of(*e.inputs()[0]), c);
         } else {
           for (std::size_t i = 0; i < e.op()->operands.size(); ++i) c.in.push_back(operand(args[i]));
           std::vector<Value> params;
           const std::vector<std::pair<std::string, graph::CallArg>> named = e.named_args();
           for (std::size_t i = e.op()->operands.size(); i < named.size(); ++i) params.push_back(std::get<Value>(named[i].second));
           const functional::erased_params p = e.op()->make_params(params);
-          (*find_in(op_table(), e.op()->target))(em, p.get(), c);
+          export_op(em, *e.op(), p.get(), c);
         }
         names[out] = out->name();
         break;

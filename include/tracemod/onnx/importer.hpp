@@ -10,6 +10,7 @@
 #include <tracemod/onnx/proto.hpp>
 #include <tracemod/traced_module/traced_module.hpp>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -96,24 +97,21 @@ class Importer {
 
   [[nodiscard]] static const Shape& shape(const graph::Node* n) { return static_cast<const graph::TensorNode*>(n)->shape(); }
 
-  /// Records a call of Op with the given params and operands; returns its output node.
-  template <class Op, class... A>
-  graph::Node* call(const typename Op::params& p, A&&... operand) {
-    std::vector<graph::CallArg> operands;
-    operands.reserve(sizeof...(A));
-    (operands.emplace_back(std::forward<A>(operand)), ...);
-    if constexpr (!functional::detail::keeps_input_dtype<Op>)
+  /// Records a call of `op` with operands and params in canonical order; returns its output node.
+  /// An int32 tensor into an op that computes in float32 is refused here, naming the op.
+  graph::Node* call(const functional::op_entry& op, const std::vector<graph::CallArg>& operands,
+                    const std::vector<Value>& params) {
+    const std::array int32_in{DType::int32};
+    if (op.infer_dtype(int32_in) != DType::int32)
       for (const graph::CallArg& a : operands) {
         std::vector<graph::Node*> nodes;
         if (const auto* n = std::get_if<graph::Node*>(&a)) nodes.push_back(*n);
         if (const auto* l = std::get_if<std::vector<graph::Node*>>(&a)) nodes = *l;
         for (const graph::Node* n : nodes)
           if (n->is_tensor() && static_cast<const graph::TensorNode*>(n)->dtype() != DType::float32)
-            throw unsupported("element type INT32 into " + std::string(Op::target) + " (the op computes in float32)");
+            throw unsupported("element type INT32 into " + op.target + " (the op computes in float32)");
       }
-    std::vector<Value> params;
-    functional::for_each_param<Op>(p, [&](std::string_view, const auto& v, bool) { params.push_back(functional::to_value(v)); });
-    return g_.create_op_call(functional::entry_of<Op>(), operands, params)->output();
+    return g_.create_op_call(op, operands, params)->output();
   }
 
  private:
