@@ -293,6 +293,23 @@ TEST_CASE("npy: every malformation is a format_error naming the source and the f
   check_rejected(with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3)}", "x"), {"data size mismatch"});
 }
 
+TEST_CASE("npy: a float64 value out of float32's range is printed compactly") {
+  const auto doubles = [](std::initializer_list<double> values) {
+    std::string s(values.size() * sizeof(double), '\0');
+    std::memcpy(s.data(), std::data(values), s.size());
+    return s;
+  };
+  const std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }\n";
+  const std::string file = assemble(header, doubles({0.5, -1e300, 2.0}));
+  check_rejected(file, {"float64 value -1e+300 at flat index 1 is outside the float32 range"});
+  try {
+    (void)parse(file);
+  } catch (const tmod::format_error& e) {
+    CHECK(std::string(e.what()).size() < 120);
+  }
+  check_rejected(assemble(header, doubles({3.5e38, 0.0, 0.0})), {"float64 value 3.5e+38 at flat index 0"});
+}
+
 TEST_CASE("npy: every prefix of a valid file is rejected without reading past it") {
   const std::string good = tmod::io::to_npy_bytes(tmod::randn({3, 5}));
   for (std::size_t n = 0; n < good.size(); ++n) {

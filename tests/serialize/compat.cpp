@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace tmod_test_serialize_compat {
 
@@ -37,6 +38,7 @@ TEST_CASE("compat: a format-version-1 file loads and computes its saved output")
 TEST_CASE("compat: an op loader for old versions rewrites an expr and inserts one before it") {
   // Pretend version 2 changed tensor.flatten: version-1 files get `reshape(x, (1, -1))` inserted
   // before each flatten, which then flattens the reshaped node (same result).
+  const auto saved_ids = tmod::load(dir + "resnet_w2_v1.tmod").total_ids();
   tmod::register_op_loader("tensor.flatten", tmod::io::format_version + 1, [](json e) {
     const json x = e["args"][0];
     json out = e["out"][0];
@@ -52,6 +54,18 @@ TEST_CASE("compat: an op loader for old versions rewrites an expr and inserts on
   tmod::remove_op_loaders("tensor.flatten");
   CHECK(m.graph().get_function_by_type("tensor.reshape", false).as_list().size() == 1);
   CHECK(m.graph().get_node_by_name("upgraded", true, false).as_list().size() == 1);
+  // The loader's placeholder ids are replaced by the ids after the file's (MegEngine's load
+  // renumbers too), and total_ids counts past every id, as MegEngine's _check_id requires.
+  const tmod::graph::Expr* reshape = m.graph().get_function_by_type("tensor.reshape", false).as_list().front();
+  CHECK(reshape->id() == saved_ids.second);
+  CHECK(reshape->output()->id() == saved_ids.first);
+  std::int64_t max_node = -1, max_expr = -1;
+  for (const tmod::graph::Expr* e : m.graph().exprs(true)) {
+    max_expr = std::max(max_expr, e->id());
+    for (const tmod::graph::Node* n : e->outputs()) max_node = std::max(max_node, n->id());
+  }
+  CHECK(m.total_ids() == std::pair<std::int64_t, std::int64_t>{max_node + 1, max_expr + 1});
+  CHECK(m.total_ids() == std::pair<std::int64_t, std::int64_t>{saved_ids.first + 1, saved_ids.second + 1});
   check_close(m(tmod::io::load_npy(dir + "input.npy")).tensor(), tmod::io::load_npy(dir + "expected.npy"));
   // Files of the current version are not touched by it.
   CHECK(tmod::load(dir + "resnet_w2_v1.tmod").graph().get_function_by_type("tensor.reshape", false).as_list().empty());

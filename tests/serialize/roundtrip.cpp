@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include "graph/opaque_scale.hpp"
+#include "serialize/edit_file.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -29,6 +30,10 @@ namespace tmod = tracemod;
 namespace F = tracemod::functional;
 namespace M = tracemod::nn;
 using json = nlohmann::json;
+using serialize_test::bytes_of;
+using serialize_test::load_bytes;
+using serialize_test::load_error;
+using serialize_test::with_description;
 
 /// A user module inside a user module, ops with params, a constant, a tuple output, several builtins.
 struct Head : tmod::Module {
@@ -74,15 +79,6 @@ struct Halve : tmod::Module {
   auto forward(const auto& x) const { return x * 0.5f; }
 };
 
-std::string bytes_of(const tmod::TracedModule& m) {
-  std::ostringstream os;
-  tmod::save(m, os);
-  return os.str();
-}
-tmod::TracedModule load_bytes(const std::string& s, const tmod::LoadOptions& o = {}) {
-  return tmod::load(std::as_bytes(std::span(s.data(), s.size())), o);
-}
-
 std::vector<std::string> describe(const tmod::TracedModule& m) {
   std::vector<std::string> out;
   for (const tmod::graph::Graph* g : m.graph().graphs(true)) {
@@ -121,38 +117,6 @@ void check_same_outputs(const tmod::Value& a, const tmod::Value& b) {
   }
   REQUIRE(a.size() == b.size());
   for (std::size_t i = 0; i < a.size(); ++i) check_same_outputs(a[i], b[i]);
-}
-
-/// Rebuilds a file with an edited description (fresh checksums), to reach the loader's checks
-/// behind the checksums.
-std::string with_description(const std::string& file, const std::function<void(json&)>& edit) {
-  std::uint64_t json_size = 0, data_offset = 0, data_size = 0;
-  std::memcpy(&json_size, file.data() + 32, 8);
-  std::memcpy(&data_offset, file.data() + 40, 8);
-  std::memcpy(&data_size, file.data() + 48, 8);
-  json doc = json::parse(file.substr(64, json_size));
-  edit(doc);
-  const std::string text = doc.dump();
-  tmod::io::detail::header h;
-  h.json_size = text.size();
-  h.json_crc = tmod::io::crc32c(std::as_bytes(std::span(text.data(), text.size())));
-  h.data_offset = (64 + text.size() + 63) / 64 * 64;
-  h.data_size = data_size;
-  const auto head = h.encode();
-  std::string out(reinterpret_cast<const char*>(head.data()), head.size());
-  out += text;
-  out.resize(h.data_offset, '\0');
-  out += file.substr(data_offset);
-  return out;
-}
-
-std::string load_error(const std::string& file) {
-  try {
-    (void)load_bytes(file);
-  } catch (const tmod::format_error& e) {
-    return e.what();
-  }
-  return "(loaded)";
 }
 
 /// Everything that must survive save -> load: printed graphs, ids, names, qualnames, state, outputs

@@ -13,6 +13,7 @@
 #include <tracemod/graph/graph.hpp>
 #include <tracemod/io/crc32c.hpp>
 #include <tracemod/io/format.hpp>
+#include <tracemod/io/load_checks.hpp>
 #include <tracemod/io/loaders.hpp>
 #include <tracemod/io/mapped_file.hpp>
 #include <tracemod/nn/builtin_registry.hpp>
@@ -30,6 +31,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -188,6 +190,7 @@ class Reader {
     };
     if (get(12, std::uint32_t{}) != byte_order_mark) fail("the file's byte order differs from this machine's");
     if (get(60, std::uint32_t{}) != crc32c(file_.first(60))) fail("header checksum mismatch (the file is corrupted)");
+    if (get(56, std::uint32_t{}) != 0) fail("reserved bytes 56 to 59 are not zero");
     version_ = get(8, std::uint32_t{});
     if (version_ < 1 || version_ > format_version)
       fail("format version " + std::to_string(version_) + " is not supported (this library reads 1 to " +
@@ -295,8 +298,12 @@ class Reader {
       std::unique_ptr<Module> m;
       if (kind == "traced") {
         auto tm = std::make_unique<TracedModule>(type);
+        std::unordered_set<std::string> names;
         for (const json& a : array(j, "attrs")) {
           const std::string name = string(a, "name");
+          if (name.empty() || name.find('.') != std::string::npos) fail("attribute name '" + name + "' is not a plain name");
+          // A second attribute of one name would replace (and free) the first.
+          if (!names.insert(name).second) fail("attribute '" + name + "' is defined twice");
           if (a.contains("module")) {
             const std::size_t c = index(a, "module", ms.size(), "module");
             if (c <= i || claimed[c]) fail("module " + std::to_string(c) + " cannot be attribute '" + name + "' (a cycle or a second parent)");
@@ -311,6 +318,7 @@ class Reader {
         tm->set_top(boolean(j, "top"));
         const json& ids = array(j, "total_ids");
         if (ids.size() != 2) fail("total_ids must hold 2 integers");
+        if (integer(ids[0]) < 0 || integer(ids[1]) < 0) fail("total_ids " + ids.dump() + " is negative");
         tm->set_total_ids({integer(ids[0]), integer(ids[1])});
         traced.push_back(tm.get());
         TracedModule& ref = *tm;
@@ -320,7 +328,9 @@ class Reader {
       } else if (kind == "builtin") {
         const nn::builtin_entry* b = nn::builtin_registry::instance().find(type);
         if (b == nullptr) fail("unknown builtin module type '" + type + "'");
-        m = b->make(value(field(j, "config")));
+        const Value config = value(field(j, "config"));
+        if (const std::string why = config_integer_problem(config); !why.empty()) fail(why);
+        m = b->make(config);
         m->train(boolean(j, "training"));
         const json& ts = array(j, "tensors");
         auto own = m->named_tensors();
@@ -330,6 +340,10 @@ class Reader {
           if (!ts[k].is_array() || ts[k].size() != 2 || ts[k][0] != own[k].first)
             fail("tensor " + std::to_string(k) + " should be '" + own[k].first + "', the file has " + ts[k].dump());
           const Tensor& t = tensors_[index(json{{"t", ts[k][1]}}, "t", tensors_.size(), "tensor")];
+          if (t.dtype() != own[k].second.dtype())
+            fail("module '" + paths[i] + "' (" + type + "): tensor '" + own[k].first + "' is " +
+                 std::string(dtype_name(t.dtype())) + ", but a " + type + "'s is " +
+                 std::string(dtype_name(own[k].second.dtype())));
           own[k].second = t;
         }
         // The saved tensors must have the shapes the config gives (a kernel would read past them).
@@ -353,6 +367,7 @@ class Reader {
       for (const auto& [sig, g] : tm->graphs())
         for (const auto& e : g->expr_list_())
           if (graph::Graph* sub = e->graph()) sub->set_parent(g.get());
+    number_inserted(*root, traced, inserted_);
     for (const auto& [sig, g] : root->graphs()) {
       where_ = "graph " + g->name();
       graph::check(*g);
@@ -455,7 +470,12 @@ class Reader {
               for (json& y : f(std::move(x))) next.push_back(std::move(y));
             exprs = std::move(next);
           }
-          for (const json& e : exprs) read_expr(g, e, nodes, module_where, name);
+          // Exprs a loader inserts get fresh ids once the whole file is read (number_inserted).
+          const json saved_id = saved.value("id", json());
+          for (const json& e : exprs) {
+            graph::Expr* made = read_expr(g, e, nodes, module_where, name);
+            if (e.value("id", json()) != saved_id) inserted_.push_back(made);
+          }
           continue;
         }
       }
@@ -466,8 +486,8 @@ class Reader {
     where_ = module_where;
   }
 
-  void read_expr(graph::Graph& g, const json& e, node_map& nodes, const std::string& module_where,
-                 const std::string& name) {
+  graph::Expr* read_expr(graph::Graph& g, const json& e, node_map& nodes, const std::string& module_where,
+                         const std::string& name) {
     const std::int64_t id = integer(e, "id");
     where_ = module_where + ", graph " + name + ", expr %" + std::to_string(id);
     const std::string kind = string(e, "kind");
@@ -485,6 +505,7 @@ class Reader {
         const DType dt = dtype(o);
         n = g.create_get_attr_tensor(base, string(e, "path"), shape(o, dt), dt, string(o, "name"));
       }
+      if (const std::string why = get_attr_problem(*base, n->expr()->name(), *n); !why.empty()) fail(why);
       made = n->expr();
     } else if (kind == "constant") {
       if (outs.size() != 1) fail("a constant has one output");
@@ -518,7 +539,10 @@ class Reader {
       check_output(*made->output(k), outs[k]);
       restore(*made->output(k), outs[k], nodes);
     }
+    if (made->is_module_call())
+      if (const std::string why = module_call_problem(*made); !why.empty()) fail(why);
     graph::expr_access::set_id(*made, id);
+    return made;
   }
 
   std::span<const std::byte> file_;
@@ -531,6 +555,7 @@ class Reader {
   json doc_;
   std::vector<std::shared_ptr<Storage>> blobs_;
   std::vector<Tensor> tensors_;
+  std::vector<graph::Expr*> inserted_;
 };
 
 }  // namespace io::detail

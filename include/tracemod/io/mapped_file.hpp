@@ -35,9 +35,13 @@ class MappedFile {
     const auto fail = [&](const std::string& what) {
       return format_error(std::string(who) + ": cannot " + what + " '" + path.string() + "': " + std::strerror(errno));
     };
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw fail("open");
+    // Refused before opening: opening a FIFO for reading blocks until a writer comes, and opening
+    // a device may act on it. O_NONBLOCK covers a path replaced between the stat and the open.
     struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw fail("open");
+    if (!S_ISREG(st.st_mode)) throw not_regular(who, path, st.st_mode);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) throw fail("open");
     if (::fstat(fd, &st) != 0) {
       const auto e = fail("stat");
       ::close(fd);
@@ -45,7 +49,7 @@ class MappedFile {
     }
     if (!S_ISREG(st.st_mode)) {
       ::close(fd);
-      throw format_error(std::string(who) + ": '" + path.string() + "' is not a regular file");
+      throw not_regular(who, path, st.st_mode);
     }
     auto m = std::shared_ptr<MappedFile>(new MappedFile);
     m->size_ = static_cast<std::size_t>(st.st_size);
@@ -74,6 +78,11 @@ class MappedFile {
 
  private:
   MappedFile() = default;
+  static format_error not_regular(std::string_view who, const std::filesystem::path& path, mode_t mode) {
+    const char* kind = S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISSOCK(mode) ? "a socket"
+                       : S_ISCHR(mode) || S_ISBLK(mode) ? "a device" : "a special file";
+    return format_error(std::string(who) + ": '" + path.string() + "' is " + kind + ", not a regular file");
+  }
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
 };

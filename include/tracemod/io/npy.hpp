@@ -9,9 +9,11 @@
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/shape.hpp>
 #include <tracemod/core/tensor.hpp>
+#include <tracemod/io/atomic_file.hpp>
 
 #include <array>
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -220,6 +222,13 @@ class npy_header_parser {
   return v;
 }
 
+/// The shortest text that reads back as `x` ("1e+300"), where std::to_string prints every digit.
+[[nodiscard]] inline std::string shortest_repr(double x) {
+  std::array<char, 32> buf{};
+  const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), x);
+  return std::string(buf.data(), r.ptr);
+}
+
 /// Converts `count` elements of `Wide` at `src` (any alignment) into `Narrow` at `dst`.
 template <class Narrow, class Wide>
 void narrow_elements(const std::byte* src, std::size_t count, Narrow* dst, std::string_view source) {
@@ -233,7 +242,7 @@ void narrow_elements(const std::byte* src, std::size_t count, Narrow* dst, std::
     } else {
       // Finite values beyond float's range would become inf (the cast is undefined behaviour, even).
       if (std::isfinite(w) && std::fabs(w) > static_cast<Wide>(std::numeric_limits<Narrow>::max()))
-        throw format_error("npy " + std::string(source) + ": float64 value " + std::to_string(w) +
+        throw format_error("npy " + std::string(source) + ": float64 value " + shortest_repr(w) +
                            " at flat index " + std::to_string(i) + " is outside the float32 range");
     }
     dst[i] = static_cast<Narrow>(w);
@@ -348,14 +357,11 @@ void narrow_elements(const std::byte* src, std::size_t count, Narrow* dst, std::
   return parse_npy(std::as_bytes(std::span(contents)), source);
 }
 
-/// Writes `t` as a .npy file (format 1.0), replacing any existing file.
+/// Writes `t` as a .npy file (format 1.0), replacing any existing file atomically: a failed write
+/// leaves the old file as it was (io/atomic_file.hpp).
 inline void save_npy(const std::filesystem::path& path, const Tensor& t) {
   const std::string bytes = to_npy_bytes(t);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw format_error("npy '" + path.string() + "': cannot open the file for writing");
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) throw format_error("npy '" + path.string() + "': write error");
+  write_file_atomically(path, "npy '" + path.string() + "'", [&](AtomicFile& f) { f.write(bytes.data(), bytes.size()); });
 }
 
 }  // namespace tracemod::io

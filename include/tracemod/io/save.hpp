@@ -14,6 +14,7 @@
 #include <tracemod/functional/registry.hpp>
 #include <tracemod/graph/check.hpp>
 #include <tracemod/graph/graph.hpp>
+#include <tracemod/io/atomic_file.hpp>
 #include <tracemod/io/crc32c.hpp>
 #include <tracemod/io/format.hpp>
 #include <tracemod/nn/builtin_registry.hpp>
@@ -28,7 +29,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <ostream>
@@ -232,8 +232,9 @@ class Writer {
     doc["modules"] = std::move(list);
   }
 
-  /// Header, JSON and blobs.
-  void write(std::ostream& os) {
+  /// Header, JSON and blobs, handed in pieces to `put(const void*, std::size_t)`.
+  template <class Put>
+  void write(Put&& put) {
     json blobs = json::array();
     std::size_t offset = 0;
     std::vector<std::size_t> offsets;
@@ -252,17 +253,16 @@ class Writer {
     h.data_offset = align_up(header_size + text.size());
     h.data_size = offset;
     const auto head = h.encode();
-    os.write(reinterpret_cast<const char*>(head.data()), head.size());
-    os.write(text.data(), static_cast<std::streamsize>(text.size()));
+    put(head.data(), head.size());
+    put(text.data(), text.size());
     static constexpr std::array<char, blob_alignment> zeros{};
-    os.write(zeros.data(), static_cast<std::streamsize>(h.data_offset - header_size - text.size()));
+    put(zeros.data(), h.data_offset - header_size - text.size());
     for (std::size_t i = 0; i < blobs_.size(); ++i) {
-      os.write(reinterpret_cast<const char*>(blobs_[i].data), static_cast<std::streamsize>(blobs_[i].nbytes));
+      put(blobs_[i].data, blobs_[i].nbytes);
       const std::size_t end = offsets[i] + blobs_[i].nbytes;
       const std::size_t pad = (i + 1 < blobs_.size() ? offsets[i + 1] : offset) - end;
-      os.write(zeros.data(), static_cast<std::streamsize>(pad));
+      if (pad > 0) put(zeros.data(), pad);
     }
-    if (!os) throw format_error("save: writing the stream failed");
   }
 
  private:
@@ -287,16 +287,18 @@ class Writer {
 inline void save(const TracedModule& module, std::ostream& os) {
   io::detail::Writer w;
   w.modules(module);
-  w.write(os);
+  w.write([&](const void* p, std::size_t n) { os.write(static_cast<const char*>(p), static_cast<std::streamsize>(n)); });
+  if (!os) throw format_error("save: writing the stream failed");
 }
 
-/// Writes `module` to a file (replaced if it exists).
+/// Writes `module` to a file, replacing it atomically if it exists (io/atomic_file.hpp): a save
+/// that fails leaves the old file as it was, and saving over the file the module was loaded from
+/// is safe. Throws format_error naming the path for a folder that is missing or not writable, a
+/// path that is a directory, or a failed write.
 inline void save(const TracedModule& module, const std::filesystem::path& path) {
-  std::ofstream os(path, std::ios::binary | std::ios::trunc);
-  if (!os) throw format_error("save: cannot open '" + path.string() + "' for writing");
-  save(module, os);
-  os.close();
-  if (!os) throw format_error("save: writing '" + path.string() + "' failed");
+  io::detail::Writer w;
+  w.modules(module);
+  io::write_file_atomically(path, "save", [&](io::AtomicFile& f) { w.write([&](const void* p, std::size_t n) { f.write(p, n); }); });
 }
 
 }  // namespace tracemod
