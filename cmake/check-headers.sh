@@ -75,6 +75,25 @@ reach() {  # reach <header> <head|any>: every header it includes, directly or no
     }' "$work/edges"
 }
 for hub in "${hubs[@]}"; do reach "$hub" any > "$(stem "$hub").closure"; done
+all_alone=${#alone[@]}
+
+# Only what changed (TRACEMOD_CHECK_HEADERS_SINCE=<git revision>, set by cmake/tracemod.sh test to the
+# tag headers-checked): a header is checked alone when it, or a header it reaches through any
+# include, differs from that revision (or is new); the others compile as they did there. The
+# all-headers unit is compiled in any case. Unset, or a revision git cannot resolve: every header.
+since=${TRACEMOD_CHECK_HEADERS_SINCE:-}
+if [ -n "$since" ] && git -C "$include_dir" rev-parse -q --verify "$since^{commit}" >/dev/null 2>&1; then
+  { git -C "$include_dir" diff --name-only --relative "$since" -- . 
+    git -C "$include_dir" ls-files --others --exclude-standard -- .; } | sort -u > "$work/changed"
+  changed_alone=()
+  for rel in "${alone[@]}"; do
+    if grep -qxF "$rel" "$work/changed" || reach "$rel" any | grep -qxF -f "$work/changed"; then
+      changed_alone+=("$rel")
+    fi
+  done
+  echo "headers changed since $since: $(wc -l < "$work/changed"); checking the ${#changed_alone[@]} of ${#alone[@]} that reach them"
+  alone=("${changed_alone[@]}")
+fi
 
 # hub_of <header>: the last hub of the list that the header reaches through head includes only, that
 # is not the header itself and that does not include the header (through any include); none: "".
@@ -135,23 +154,33 @@ hub() {
 }
 export -f hub stem
 
+umbrellas=$((${#headers[@]} - $all_alone))
 if command -v clang++ >/dev/null; then
+  # Each header to check, with the hub it is checked after; the hubs to build are those checked
+  # themselves and those in front of a header.
+  : > "$work/plan"
+  needed_hubs=()
+  for rel in "${alone[@]}"; do
+    if printf '%s\n' "${hubs[@]}" | grep -qxF "$rel"; then needed_hubs+=("$rel"); continue; fi
+    pch=$(hub_of "$rel")
+    [ -z "$pch" ] || needed_hubs+=("$pch")
+    printf '%s %s\n' "$rel" "$pch" >> "$work/plan"
+  done
+  mapfile -t needed_hubs < <(printf '%s\n' "${needed_hubs[@]}" | sed '/^$/d' | sort -u)
   # First the hubs, beside the longest single check (g++, all headers); then the other headers.
   {
     printf '%s\0%s\0' check all
-    for h in "${hubs[@]}"; do printf '%s\0%s\0' hub "$h"; done
+    for h in "${needed_hubs[@]}"; do printf '%s\0%s\0' hub "$h"; done
   } | xargs -0 -n 2 -P "$(nproc)" bash -c 'if [ "$0" = check ]; then check g++ all; else hub "$1"; fi'
-  for rel in "${alone[@]}"; do
-    printf '%s\n' "${hubs[@]}" | grep -qxF "$rel" && continue
-    pch=$(hub_of "$rel")
+  while read -r rel pch; do
     [ -n "$pch" ] && pch=$(stem "$pch").pch
     [ -f "$pch" ] || pch=  # the hub failed (and says so): this header is checked without it
     printf '%s\0%s\0%s\0' clang++ "$rel" "$pch"
-  done | xargs -0 -n 3 -P "$(nproc)" bash -c 'check "$0" "$1" "$2"'
-  summary="${#alone[@]} headers compile alone with clang++ (${#hubs[@]} of them hubs, $((${#headers[@]} - ${#alone[@]})) umbrella headers only include them); all ${#headers[@]} compile together with g++"
+  done < "$work/plan" | xargs -0 -r -n 3 -P "$(nproc)" bash -c 'check "$0" "$1" "$2"'
+  summary="${#alone[@]} of $all_alone headers compile alone with clang++ (${#needed_hubs[@]} hubs built, $umbrellas umbrella headers only include others); all ${#headers[@]} compile together with g++"
 else
-  for rel in "${alone[@]}"; do printf '%s\0%s\0' g++ "$rel"; done | xargs -0 -n 2 -P "$(nproc)" bash -c 'check "$0" "$1"'
-  summary="${#alone[@]} headers compile alone with g++ ($((${#headers[@]} - ${#alone[@]})) umbrella headers only include them)"
+  for rel in "${alone[@]}"; do printf '%s\0%s\0' g++ "$rel"; done | xargs -0 -r -n 2 -P "$(nproc)" bash -c 'check "$0" "$1"'
+  summary="${#alone[@]} of $all_alone headers compile alone with g++ ($umbrellas umbrella headers only include others)"
 fi
 
 # A failure is recorded in a .failed file (xargs' own status says nothing about which check failed).
