@@ -11,6 +11,9 @@
 //   BM_resnet18_*_kernels           only the conv and linear calls of that module, each run on inputs
 //                                   of its traced shapes: module - kernels is the time spent outside
 //                                   conv/linear kernels (target for the optimized copy: <= 0.5 ms)
+//   BM_optimize_chain/N             optimize(chain, {"FuseAddMul"}) of a chain of N constant additions
+//                                   (x + 1 + 1 ...: N - 1 rewrites fold it into x + N), N = 64, 256,
+//                                   1024: how optimize()'s time grows with the number of rewrites
 //   BM_machine_limits               the FMA peak of this core in the same run (machine_limits.hpp):
 //                                   the module benchmarks report GFLOP/s and of_peak, counting the
 //                                   direct convolutions' and fc's multiply-adds as 2 flops each
@@ -143,6 +146,26 @@ void BM_optimize_resnet18_megengine_passes(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tmod::optimize(f.traced, megengine_passes));
 }
 BENCHMARK(BM_optimize_resnet18_megengine_passes)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
+
+/// x + 1 + 1 + ... (`adds` additions of a number).
+struct AddChain : tmod::Module {
+  TM_MODULE(AddChain)
+  int adds = 1;
+  explicit AddChain(int n) : adds(n) {}
+  auto forward(const auto& x) const {
+    auto y = x + 1.f;
+    for (int i = 1; i < adds; ++i) y = y + 1.f;
+    return y;
+  }
+};
+
+void BM_optimize_chain(benchmark::State& state) {
+  AddChain chain(static_cast<int>(state.range(0)));
+  const tmod::TracedModule traced = tmod::trace_module(chain, tmod::randn({4}, 3), tmod::TraceOptions{.check = false});
+  for (auto _ : state) benchmark::DoNotOptimize(tmod::optimize(traced, {"FuseAddMul"}));
+  state.counters["exprs"] = static_cast<double>(traced.graph().exprs(false).as_list().size());
+}
+BENCHMARK(BM_optimize_chain)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(3))->ReportAggregatesOnly(true);
 
 void BM_resnet18_unoptimized(benchmark::State& state) {
   passes_fixture& f = fixture();

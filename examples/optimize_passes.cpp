@@ -123,7 +123,7 @@ int main() {
                              P::Builder b(g, e);  // new exprs go right before e
                              out = b.call(F::entry_of(F::relu6), {input});
                            }
-                           P::replace_and_compile(g, e.output(), out);  // out takes e's output name
+                           P::replace_and_erase(g, e.output(), out);  // out takes e's output name
                            return out->expr();
                          });
                        }});

@@ -19,6 +19,30 @@ struct AffineNet : tmod::Module {
   auto forward(const auto& x) const { return x * scale + bias; }
 };
 
+/// s = x + 1 feeds a chain relu(s) -> p * p -> q + s and the output's multiplication.
+struct DeadChain : tmod::Module {
+  TM_MODULE(DeadChain)
+  auto forward(const auto& x) const {
+    auto s = x + 1.f;
+    auto p = F::relu(s);
+    auto q = p * p;
+    auto r = q + s;
+    return r * 3.f;
+  }
+};
+
+/// x + 1 + 1 + ... (`adds` additions).
+struct AddChain : tmod::Module {
+  TM_MODULE(AddChain)
+  int adds = 1;
+  explicit AddChain(int n) : adds(n) {}
+  auto forward(const auto& x) const {
+    auto y = x + 1.f;
+    for (int i = 1; i < adds; ++i) y = y + 1.f;
+    return y;
+  }
+};
+
 /// MegEngine's NormElemWise docstring: b = 1 - a; c = 2 * b; d = c / 4 (its 1 / c needs pow).
 struct NormNet : tmod::Module {
   TM_MODULE(NormNet)
@@ -145,7 +169,7 @@ TEST_CASE("register_pass: a user pass written with the matcher, requirements, fi
                            return P::rewrite_backward(g, [&](G::Expr& e) -> G::Expr* {
                              P::PatternMatcher matcher;
                              if (!matcher.match(outer, e)) return nullptr;
-                             P::replace_and_compile(g, e.output(), matcher[inner]->output());
+                             P::replace_and_erase(g, e.output(), matcher[inner]->output());
                              return matcher[inner];
                            });
                          }});
@@ -168,6 +192,59 @@ TEST_CASE("register_pass: a user pass written with the matcher, requirements, fi
   CHECK_THROWS_AS(tmod::register_pass({.name = "TestNoRun"}), tmod::value_error);
   const auto names = tmod::registered_passes();
   CHECK(std::find(names.begin(), names.end(), "TestFoldDoubleRelu") != names.end());
+}
+
+TEST_CASE("a rewrite erases what it left unused and nothing else") {
+  DeadChain net;
+  tmod::TracedModule m = tmod::trace_module(net, input);
+  G::Graph& g = m.graph();
+  CHECK(join(ops(g)) == "__add__ nn.relu __mul__ __add__ __mul__");
+  const auto list = g.exprs(false).as_list();  // self, x, s, relu, q, r, out
+  G::Expr* s = list[2];
+  G::Expr* r = list[5];
+  G::Expr* out = list[6];
+  const std::string r_name = r->output()->name();
+  // An unused relu of x that the rewrite does not touch: a local erase leaves it (compile would not).
+  {
+    P::Builder b(g, *out);
+    static_cast<void>(b.call(F::entry_of(F::relu), {list[1]->output()}));
+  }
+  CHECK(join(ops(g)) == "__add__ nn.relu __mul__ __add__ nn.relu __mul__");
+  // An expr that is still used stays, and so does everything it reads.
+  CHECK(P::erase_unused(g, {s, r}) == 0);
+  CHECK(g.exprs(false).as_list().size() == 8);
+  // r's uses go to s: r, then q (p * p: its one producer listed twice), then relu(s) are left unused;
+  // s itself still feeds the output's multiplication.
+  P::replace_and_erase(g, r->output(), s->output());
+  CHECK(join(ops(g)) == "__add__ nn.relu __mul__");
+  const auto after = g.exprs(false).as_list();
+  REQUIRE(after.size() == 5);
+  CHECK(after[2] == s);
+  CHECK(after[4] == out);
+  CHECK(out->inputs().front() == s->output());
+  CHECK(s->output()->users() == std::vector<G::Expr*>{out});
+  CHECK(s->output()->name() == r_name);  // the replacement takes the replaced node's name
+  tmod::check(g);
+  // Independent reference: (x + 1) * 3.
+  const tmod::Tensor y = m(input).tensor();
+  for (std::int64_t i = 0; i < y.numel(); ++i) CHECK(y.data<float>()[i] == doctest::Approx((input.data<float>()[i] + 1.f) * 3.f));
+  // The unused relu goes when asked for, and the graph's input stays.
+  CHECK(P::erase_unused(g, {after[3], list[1]}) == 1);
+  CHECK(join(ops(g)) == "__add__ __mul__");
+}
+
+TEST_CASE("FuseAddMul folds a long chain of additions into one, leaving nothing unused") {
+  for (const int n : {2, 3, 40}) {
+    AddChain net(n);
+    tmod::TracedModule m = tmod::trace_module(net, input);
+    CHECK(calls(m.graph()).size() == static_cast<std::size_t>(n));
+    tmod::TracedModule opt = optimized_matches(m, {"FuseAddMul"}, input);
+    CHECK(join(calls(opt.graph())) == "__add__");
+    CHECK(opt.graph().exprs(false).as_list().size() == 3);  // self, x, the addition
+    const tmod::Tensor y = opt(input).tensor();
+    for (std::int64_t i = 0; i < y.numel(); ++i)
+      CHECK(y.data<float>()[i] == doctest::Approx(input.data<float>()[i] + static_cast<float>(n)));
+  }
 }
 
 TEST_CASE("pattern matcher: ops, calls, alternatives, variables, predicates and the single-user rule") {

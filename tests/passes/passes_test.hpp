@@ -116,8 +116,24 @@ inline double value_diff(const tmod::Value& a, const tmod::Value& b) {
   return d;
 }
 
-/// optimize(m, passes) must leave m as it was (graphs and weights), pass tmod::check and compute
-/// what m computes within 1e-4 relative.
+/// The exprs of the module's graphs that nothing uses: no output has a user or is a graph output.
+inline std::vector<std::string> unused_exprs(const tmod::TracedModule& m) {
+  std::vector<std::string> v;
+  for (const G::Graph* g : m.graph().graphs(true)) {
+    const std::vector<G::Node*> outs = g->outputs();
+    for (const G::Expr* e : g->exprs(false)) {
+      if (e->kind() == G::ExprKind::input) continue;
+      bool used = false;
+      for (const G::Node* n : e->outputs())
+        used = used || !n->users().empty() || std::find(outs.begin(), outs.end(), n) != outs.end();
+      if (!used) v.push_back(g->name() + ": %" + std::to_string(e->id()));
+    }
+  }
+  return v;
+}
+
+/// optimize(m, passes) must leave m as it was (graphs and weights), pass tmod::check, leave no
+/// unused expr and compute what m computes within 1e-4 relative.
 template <class... T>
 tmod::TracedModule optimized_matches(tmod::TracedModule& m, const std::vector<std::string>& passes, const T&... x) {
   const std::string before = text(m);
@@ -127,6 +143,7 @@ tmod::TracedModule optimized_matches(tmod::TracedModule& m, const std::vector<st
   CHECK(text(m) == before);
   CHECK(same_weights(weights(m), before_weights));
   tmod::check(opt.graph());
+  CHECK(join(unused_exprs(opt)) == "");
   CHECK(value_diff(opt(x...), expected) <= 1e-4);
   return opt;
 }

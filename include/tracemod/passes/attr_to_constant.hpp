@@ -21,18 +21,19 @@ inline graph::Expr* attr_to_constant(graph::Graph& g, graph::Expr& e) {
   const ConstAttrRef ref = m->getattr(e.name());
   if (ref.is_module() || !ref.tensor().defined()) return nullptr;
   const auto next = std::next(g.iterator_of(&e));
-  if (next == g.expr_list_().end()) return nullptr;  // unused: compile() removes it
+  if (next == g.expr_list_().end()) return nullptr;  // unused: nothing to replace
   graph::Node* c = nullptr;
   {
     Builder b(g, **next);
     c = b.constant(ref.tensor().clone(), e.output()->name());
   }
-  replace_and_compile(g, e.output(), c);
+  replace_and_erase(g, e.output(), c);
   return c->expr();
 }
 
 inline Pass attr_to_constant_pass() {
-  return {"AttrToConstant", {}, true, 1, [](graph::Graph& g) {
+  return {.name = "AttrToConstant",
+          .run = [](graph::Graph& g) {
             return rewrite_forward(g, [&](graph::Expr& e) { return attr_to_constant(g, e); });
           }};
 }

@@ -20,6 +20,7 @@
 #include <tracemod/graph/graph.hpp>
 #include <tracemod/nn/builtin_registry.hpp>
 #include <tracemod/nn/conv.hpp>
+#include <tracemod/passes/erase_unused.hpp>
 #include <tracemod/passes/pass.hpp>
 #include <tracemod/passes/rewrite.hpp>
 
@@ -214,6 +215,7 @@ inline bool backward_fold_scale(graph::Graph& g) {
   std::vector<graph::Expr*> exprs;
   for (const auto& up : g.expr_list_()) exprs.push_back(up.get());
   std::vector<std::pair<graph::Node*, std::string>> renames;
+  std::vector<graph::Expr*> replaced;  // exprs whose output now has no user
   bool changed = false;
   for (graph::Expr* e : exprs) {
     if (!solver.active(e)) continue;
@@ -221,6 +223,7 @@ inline bool backward_fold_scale(graph::Graph& g) {
     const double s = solver.sigma(e);
     if (info.role == detail::scale_role::mul) {
       g.replace_all_uses(e->output(), e->inputs()[info.var]);
+      replaced.push_back(e);
       changed = true;
       continue;
     }
@@ -269,17 +272,20 @@ inline bool backward_fold_scale(graph::Graph& g) {
     }
     renames.emplace_back(out, e->output()->name());
     g.replace_all_uses(e->output(), out);
+    replaced.push_back(e);
     changed = true;
   }
   if (!changed) return false;
-  g.compile();
+  erase_unused(g, replaced);
   for (auto& [node, name] : renames)
     if (node->name() != name && !g.names().taken(name)) node->set_name(name);
   return true;
 }
 
 inline Pass backward_fold_scale_pass() {
-  return {"BackwardFoldScale", {"FuseConvBn", "NormElemWise"}, true, 1, backward_fold_scale};
+  return {.name = "BackwardFoldScale",
+          .requirements = {"FuseConvBn", "NormElemWise"},
+          .run = backward_fold_scale};
 }
 
 }  // namespace tracemod::passes

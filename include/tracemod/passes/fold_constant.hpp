@@ -27,12 +27,15 @@ inline graph::Expr* fold_constant(graph::Graph& g, graph::Expr& e) {
     Builder b(g, e);
     c = b.constant(v->tensor(), e.output()->name());
   }
-  replace_and_compile(g, e.output(), c);
+  replace_and_erase(g, e.output(), c);
   return c->expr();
 }
 
 inline Pass fold_constant_pass() {
-  return {"FoldConstant", {"AttrToConstant"}, false, 100, [](graph::Graph& g) {
+  return {.name = "FoldConstant",
+          .requirements = {"AttrToConstant"},
+          .run_once = false,
+          .run = [](graph::Graph& g) {
             return rewrite_forward(g, [&](graph::Expr& e) { return fold_constant(g, e); });
           }};
 }

@@ -64,7 +64,7 @@ inline graph::Expr* fuse_add_mul(graph::Graph& g, graph::Expr& e) {
   const auto* out = static_cast<const graph::TensorNode*>(e.output());
   const auto* xt = static_cast<const graph::TensorNode*>(x);
   if (c == (is_add ? 0.0 : 1.0) && xt->shape() == out->shape()) {
-    replace_and_compile(g, e.output(), x);
+    replace_and_erase(g, e.output(), x);
     return x->expr();  // the op that produces x: its own pair may fold now
   }
   graph::Node* folded = nullptr;
@@ -78,7 +78,10 @@ inline graph::Expr* fuse_add_mul(graph::Graph& g, graph::Expr& e) {
 }
 
 inline Pass fuse_add_mul_pass() {
-  return {"FuseAddMul", {"NormElemWise"}, false, 100, [](graph::Graph& g) {
+  return {.name = "FuseAddMul",
+          .requirements = {"NormElemWise"},
+          .run_once = false,
+          .run = [](graph::Graph& g) {
             return rewrite_backward(g, [&](graph::Expr& e) { return fuse_add_mul(g, e); });
           }};
 }

@@ -91,7 +91,7 @@ inline graph::Expr* fuse_conv_bn(graph::Graph& g, graph::Expr& bn) {
     target->weight = Parameter(std::move(w));
     target->bias = Parameter(std::move(b));
     g.changed();
-    replace_and_compile(g, bn.output(), conv.output(), /*keep_name=*/true);
+    replace_and_erase(g, bn.output(), conv.output(), /*keep_name=*/true);
     return &conv;
   }
   const Tensor& weight = *constant_tensor(conv.inputs()[1]);
@@ -107,13 +107,15 @@ inline graph::Expr* fuse_conv_bn(graph::Graph& g, graph::Expr& bn) {
     out = builder.recall(conv, {conv.inputs()[0], wn, bn_node});
   }
   const std::string name = conv.output()->name();
-  replace_and_compile(g, bn.output(), out, /*keep_name=*/true);
+  replace_and_erase(g, bn.output(), out, /*keep_name=*/true);
   if (out->name() != name && !g.names().taken(name)) out->set_name(name);
   return out->expr();
 }
 
 inline Pass fuse_conv_bn_pass() {
-  return {"FuseConvBn", {"AttrToConstant"}, true, 1, [](graph::Graph& g) {
+  return {.name = "FuseConvBn",
+          .requirements = {"AttrToConstant"},
+          .run = [](graph::Graph& g) {
             // First call first: a conv module called twice keeps its name for its last call
             // (MegEngine's documented renaming).
             return rewrite_forward(g, [&](graph::Expr& e) { return fuse_conv_bn(g, e); });

@@ -143,7 +143,9 @@ inline graph::Expr* fuse_conv_epilogue(graph::Graph& g, graph::Expr& root) {
 }
 
 inline Pass fuse_conv_epilogue_pass() {
-  return {"FuseConvEpilogue", {"FuseConvBn"}, true, 1, [](graph::Graph& g) {
+  return {.name = "FuseConvEpilogue",
+          .requirements = {"FuseConvBn"},
+          .run = [](graph::Graph& g) {
             // Last first: an activation is visited before the add and the conv it may take in.
             return rewrite_backward(g, [&](graph::Expr& e) { return fuse_conv_epilogue(g, e); });
           }};

@@ -127,7 +127,9 @@ inline graph::Expr* fuse_elemwise(graph::Graph& g, graph::Expr& root) {
 }
 
 inline Pass fuse_elemwise_pass() {
-  return {"FuseElemwise", {"FoldConstant"}, true, 1, [](graph::Graph& g) {
+  return {.name = "FuseElemwise",
+          .requirements = {"FoldConstant"},
+          .run = [](graph::Graph& g) {
             // Last first: the root of a tree is visited before the exprs it takes in.
             return rewrite_backward(g, [&](graph::Expr& e) { return fuse_elemwise(g, e); });
           }};

@@ -79,7 +79,10 @@ inline graph::Expr* norm_elemwise(graph::Graph& g, graph::Expr& e) {
 }
 
 inline Pass norm_elemwise_pass() {
-  return {"NormElemWise", {"FoldConstant"}, false, 100, [](graph::Graph& g) {
+  return {.name = "NormElemWise",
+          .requirements = {"FoldConstant"},
+          .run_once = false,
+          .run = [](graph::Graph& g) {
             return rewrite_backward(g, [&](graph::Expr& e) { return norm_elemwise(g, e); });
           }};
 }

@@ -1,6 +1,7 @@
 // The small surgery toolkit passes rewrite with: facts about constant operands, a builder that
 // records new exprs right before an expr with fresh ids, replacement that keeps the replaced node's
-// name, and the backward worklist MegEngine's passes visit a graph with.
+// name and deletes only what it left unused (erase_unused.hpp), and the backward worklist
+// MegEngine's passes visit a graph with.
 #pragma once
 
 #include <tracemod/core/error.hpp>
@@ -9,6 +10,7 @@
 #include <tracemod/functional/registry.hpp>
 #include <tracemod/graph/graph.hpp>
 #include <tracemod/nn/module.hpp>
+#include <tracemod/passes/erase_unused.hpp>
 #include <tracemod/traced_module/surgery.hpp>
 
 #include <algorithm>
@@ -110,24 +112,15 @@ class Builder {
   std::pair<std::int64_t, std::int64_t> next_;
 };
 
-/// Points every use of `from` (and the outputs) at `to` and deletes what became dead; `to` takes the
-/// name `from` had (MegEngine keeps the replaced node's name) unless `keep_name`.
-inline void replace_and_compile(graph::Graph& g, graph::Node* from, graph::Node* to, bool keep_name = false) {
-  const std::string name = from->name();
-  g.replace_all_uses(from, to);
-  g.compile();
-  if (!keep_name && to->name() != name && !g.names().taken(name)) to->set_name(name);
-}
-
-/// replace_and_compile when `to` has `from`'s shape (a rewrite never changes a node's shape: its
+/// replace_and_erase when `to` has `from`'s shape (a rewrite never changes a node's shape: its
 /// users were recorded with it) and returns `to`'s expr; otherwise deletes the unused new exprs and
 /// returns null.
 inline graph::Expr* replace_if_same_shape(graph::Graph& g, graph::Node* from, graph::Node* to) {
   if (static_cast<const graph::TensorNode*>(to)->shape() != static_cast<const graph::TensorNode*>(from)->shape()) {
-    g.compile();
+    erase_unused(g, {to->expr()});
     return nullptr;
   }
-  replace_and_compile(g, from, to);
+  replace_and_erase(g, from, to);
   return to->expr();
 }
 
@@ -170,6 +163,7 @@ M* private_callee(graph::Graph& g, graph::Expr& call) {
     fresh = b.get_attr_module(base_node, path, node->module_type(), name);
   }
   call.replace_inputs(node, fresh);
+  erase_unused(g, {node->expr()});  // the shared getattr stays while another call uses it
   return raw;
 }
 
