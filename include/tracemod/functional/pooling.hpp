@@ -41,6 +41,28 @@ inline std::vector<std::int64_t> onnx_pads(pair2 p) { return {p.h, p.w, p.h, p.w
 
 }  // namespace detail
 
+/// What max_pool2d and avg_pool2d share: one NCHW input, an (N, C, out_h, out_w) output from the
+/// geometry Derived::geometry(params, input shape) computes, and Derived::run, its kernel.
+template <class Derived>
+struct window_pool_op : op_base<Derived> {
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
+
+  template <class Params>
+  static Shape infer_shape(const Params& p, const Shape& x) {
+    const auto g = Derived::geometry(p, x);
+    return Shape{g.n, g.c, g.out_h(), g.out_w()};
+  }
+  template <class Params>
+  static Tensor eager(const Params& p, const Tensor& x) {
+    require_float32(Derived::target, "inp", x);
+    const auto g = Derived::geometry(p, x.shape());
+    Tensor y = Tensor::empty(Shape{g.n, g.c, g.out_h(), g.out_w()}, DType::float32, Derived::target);
+    Derived::run(g, x.data<float>(), y.data<float>());
+    return y;
+  }
+};
+
 struct max_pool2d_params {
   pair2 kernel_size{1};
   std::optional<pair2> stride{};
@@ -49,12 +71,10 @@ struct max_pool2d_params {
   bool ceil_mode = false;
 };
 
-struct max_pool2d_fn : op_base<max_pool2d_fn> {
+struct max_pool2d_fn : window_pool_op<max_pool2d_fn> {
   static constexpr std::string_view name = "max_pool2d";
   static constexpr std::string_view target = "nn.max_pool2d";
   static constexpr scale_rule scaling = scale_rule::positive;  // max(k*a, k*b) = k*max(a, b) for k > 0
-  static constexpr call_kind kind = call_kind::function;
-  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = max_pool2d_params;
   static constexpr std::tuple fields{
       required("kernel_size", &params::kernel_size), positional("stride", &params::stride),
@@ -70,17 +90,7 @@ struct max_pool2d_fn : op_base<max_pool2d_fn> {
     kernels::validate(g, target);
     return g;
   }
-  static Shape infer_shape(const params& p, const Shape& x) {
-    const auto g = geometry(p, x);
-    return Shape{g.n, g.c, g.out_h(), g.out_w()};
-  }
-  static Tensor eager(const params& p, const Tensor& x) {
-    require_float32(target, "inp", x);
-    const auto g = geometry(p, x.shape());
-    Tensor y = Tensor::empty(Shape{g.n, g.c, g.out_h(), g.out_w()}, DType::float32, target);
-    kernels::max_pool2d(g, x.data<float>(), y.data<float>());
-    return y;
-  }
+  static void run(const kernels::pool2d_geometry& g, const float* x, float* y) { kernels::max_pool2d(g, x, y); }
 
   static void onnx_export(onnx_export_context& cx, const params& p) {
     cx.node("MaxPool", {cx.input(0).name}, {cx.output()},
@@ -112,12 +122,10 @@ struct avg_pool2d_params {
   bool count_include_pad = true;
 };
 
-struct avg_pool2d_fn : op_base<avg_pool2d_fn> {
+struct avg_pool2d_fn : window_pool_op<avg_pool2d_fn> {
   static constexpr std::string_view name = "avg_pool2d";
   static constexpr std::string_view target = "nn.avg_pool2d";
   static constexpr scale_rule scaling = scale_rule::linear;  // a mean of k*x is k times the mean (zero padding stays zero)
-  static constexpr call_kind kind = call_kind::function;
-  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = avg_pool2d_params;
   static constexpr std::tuple fields{
       required("kernel_size", &params::kernel_size), positional("stride", &params::stride),
@@ -132,17 +140,7 @@ struct avg_pool2d_fn : op_base<avg_pool2d_fn> {
     kernels::validate(g, target);
     return g;
   }
-  static Shape infer_shape(const params& p, const Shape& x) {
-    const auto g = geometry(p, x);
-    return Shape{g.n, g.c, g.out_h(), g.out_w()};
-  }
-  static Tensor eager(const params& p, const Tensor& x) {
-    require_float32(target, "inp", x);
-    const auto g = geometry(p, x.shape());
-    Tensor y = Tensor::empty(Shape{g.n, g.c, g.out_h(), g.out_w()}, DType::float32, target);
-    kernels::avg_pool2d(g, x.data<float>(), y.data<float>());
-    return y;
-  }
+  static void run(const kernels::pool2d_geometry& g, const float* x, float* y) { kernels::avg_pool2d(g, x, y); }
 
   static void onnx_export(onnx_export_context& cx, const params& p) {
     cx.node("AveragePool", {cx.input(0).name}, {cx.output()},

@@ -36,25 +36,29 @@ struct tensor_binary_method : op_base<Derived> {
   }
 };
 
-#define TRACEMOD_DEFINE_TENSOR_METHOD(op_name, method_name, kernel, reflected)               \
-  struct op_name##_fn : tensor_binary_method<op_name##_fn, kernels::kernel, reflected> { \
-    static constexpr std::string_view name = method_name;                              \
-    static constexpr std::string_view target = method_name;                            \
-    static constexpr call_kind kind = call_kind::method;                               \
-  };                                                                                    \
-  inline constexpr op_name##_fn op_name{};                                                \
+/// One tensor method op: its name (the printed method) and its base (the rule it follows).
+#define TRACEMOD_DEFINE_TENSOR_METHOD(op_name, method_name, ...)   \
+  struct op_name##_fn : __VA_ARGS__ {                              \
+    static constexpr std::string_view name = method_name;          \
+    static constexpr std::string_view target = method_name;        \
+    static constexpr call_kind kind = call_kind::method;           \
+  };                                                               \
+  inline constexpr op_name##_fn op_name{};                         \
   TRACEMOD_REGISTER_BUILTIN_OP(op_name##_fn);
 
-TRACEMOD_DEFINE_TENSOR_METHOD(method_add, "__add__", add_op, false)
-TRACEMOD_DEFINE_TENSOR_METHOD(method_radd, "__radd__", add_op, true)
-TRACEMOD_DEFINE_TENSOR_METHOD(method_sub, "__sub__", sub_op, false)
-TRACEMOD_DEFINE_TENSOR_METHOD(method_rsub, "__rsub__", sub_op, true)
-TRACEMOD_DEFINE_TENSOR_METHOD(method_mul, "__mul__", mul_op, false)
-TRACEMOD_DEFINE_TENSOR_METHOD(method_rmul, "__rmul__", mul_op, true)
-TRACEMOD_DEFINE_TENSOR_METHOD(method_truediv, "__truediv__", div_op, false)
-TRACEMOD_DEFINE_TENSOR_METHOD(method_rtruediv, "__rtruediv__", div_op, true)
+#define TRACEMOD_BINARY_METHOD(op_name, method_name, kernel, reflected) \
+  TRACEMOD_DEFINE_TENSOR_METHOD(op_name, method_name, tensor_binary_method<op_name##_fn, kernels::kernel, reflected>)
 
-#undef TRACEMOD_DEFINE_TENSOR_METHOD
+TRACEMOD_BINARY_METHOD(method_add, "__add__", add_op, false)
+TRACEMOD_BINARY_METHOD(method_radd, "__radd__", add_op, true)
+TRACEMOD_BINARY_METHOD(method_sub, "__sub__", sub_op, false)
+TRACEMOD_BINARY_METHOD(method_rsub, "__rsub__", sub_op, true)
+TRACEMOD_BINARY_METHOD(method_mul, "__mul__", mul_op, false)
+TRACEMOD_BINARY_METHOD(method_rmul, "__rmul__", mul_op, true)
+TRACEMOD_BINARY_METHOD(method_truediv, "__truediv__", div_op, false)
+TRACEMOD_BINARY_METHOD(method_rtruediv, "__rtruediv__", div_op, true)
+
+#undef TRACEMOD_BINARY_METHOD
 
 /// self OP= other as a graph records it (`x += y` is `x.__iadd__(y, )`): the result keeps self's
 /// shape (other broadcasts into self, never self into other). In a graph it produces a new value,
@@ -97,21 +101,16 @@ struct tensor_inplace_method : op_base<Derived> {
   }
 };
 
-#define TRACEMOD_DEFINE_INPLACE_METHOD(op_name, method_name, kernel)                    \
-  struct op_name##_fn : tensor_inplace_method<op_name##_fn, kernels::kernel> {         \
-    static constexpr std::string_view name = method_name;                              \
-    static constexpr std::string_view target = method_name;                            \
-    static constexpr call_kind kind = call_kind::method;                               \
-  };                                                                                    \
-  inline constexpr op_name##_fn op_name{};                                                \
-  TRACEMOD_REGISTER_BUILTIN_OP(op_name##_fn);
+#define TRACEMOD_INPLACE_METHOD(op_name, method_name, kernel) \
+  TRACEMOD_DEFINE_TENSOR_METHOD(op_name, method_name, tensor_inplace_method<op_name##_fn, kernels::kernel>)
 
-TRACEMOD_DEFINE_INPLACE_METHOD(method_iadd, "__iadd__", add_op)
-TRACEMOD_DEFINE_INPLACE_METHOD(method_isub, "__isub__", sub_op)
-TRACEMOD_DEFINE_INPLACE_METHOD(method_imul, "__imul__", mul_op)
-TRACEMOD_DEFINE_INPLACE_METHOD(method_itruediv, "__itruediv__", div_op)
+TRACEMOD_INPLACE_METHOD(method_iadd, "__iadd__", add_op)
+TRACEMOD_INPLACE_METHOD(method_isub, "__isub__", sub_op)
+TRACEMOD_INPLACE_METHOD(method_imul, "__imul__", mul_op)
+TRACEMOD_INPLACE_METHOD(method_itruediv, "__itruediv__", div_op)
 
-#undef TRACEMOD_DEFINE_INPLACE_METHOD
+#undef TRACEMOD_INPLACE_METHOD
+#undef TRACEMOD_DEFINE_TENSOR_METHOD
 
 /// -self
 struct method_neg_fn : unary_op<method_neg_fn, kernels::neg_op> {
@@ -128,28 +127,48 @@ TRACEMOD_REGISTER_BUILTIN_OP(method_neg_fn);
 
 namespace tracemod {
 
-inline Tensor operator+(const Tensor& a, const Tensor& b) { return functional::method_add(a, b); }
-inline Tensor operator-(const Tensor& a, const Tensor& b) { return functional::method_sub(a, b); }
-inline Tensor operator*(const Tensor& a, const Tensor& b) { return functional::method_mul(a, b); }
-inline Tensor operator/(const Tensor& a, const Tensor& b) { return functional::method_truediv(a, b); }
-inline Tensor operator-(const Tensor& a) { return functional::method_neg(a); }
+namespace functional {
 
-template <functional::scalar_operand S>
-Tensor operator+(const Tensor& a, S s) { return functional::method_add(a, s); }
-template <functional::scalar_operand S>
-Tensor operator-(const Tensor& a, S s) { return functional::method_sub(a, s); }
-template <functional::scalar_operand S>
-Tensor operator*(const Tensor& a, S s) { return functional::method_mul(a, s); }
-template <functional::scalar_operand S>
-Tensor operator/(const Tensor& a, S s) { return functional::method_truediv(a, s); }
-template <functional::scalar_operand S>
-Tensor operator+(S s, const Tensor& a) { return functional::method_radd(a, s); }
-template <functional::scalar_operand S>
-Tensor operator-(S s, const Tensor& a) { return functional::method_rsub(a, s); }
-template <functional::scalar_operand S>
-Tensor operator*(S s, const Tensor& a) { return functional::method_rmul(a, s); }
-template <functional::scalar_operand S>
-Tensor operator/(S s, const Tensor& a) { return functional::method_rtruediv(a, s); }
+/// The types that take the tensor operators (+, -, *, / and unary -), each recorded or run as
+/// MegEngine's tensor method (x + y is x.__add__(y), 1 + x is x.__radd__(1), -x is x.__neg__()):
+/// tmod::Tensor and what derives from it; the typed tracer's symbolic tensors and tmod::Sym
+/// specialize it beside their definitions. The method ops dispatch every mode (eager, typed trace,
+/// Sym recording), so these operators are the only ones.
+template <class T>
+inline constexpr bool uses_tensor_operators = std::derived_from<T, Tensor>;
+
+template <class T>
+concept tensor_operator_operand = uses_tensor_operators<std::remove_cvref_t<T>>;
+
+/// A tensor-like operand and a tensor-like operand or a number, in either order.
+template <class A, class B>
+concept tensor_operator_operands = (tensor_operator_operand<A> || tensor_operator_operand<B>) &&
+                                   (tensor_operator_operand<A> || scalar_operand<A>) &&
+                                   (tensor_operator_operand<B> || scalar_operand<B>);
+
+}  // namespace functional
+
+#define TRACEMOD_TENSOR_OPERATOR(op, method, rmethod)  \
+  template <class A, class B>                          \
+    requires functional::tensor_operator_operands<A, B> \
+  auto operator op(const A& a, const B& b) {           \
+    if constexpr (functional::scalar_operand<A>)       \
+      return functional::rmethod(b, a);                \
+    else                                               \
+      return functional::method(a, b);                 \
+  }
+
+TRACEMOD_TENSOR_OPERATOR(+, method_add, method_radd)
+TRACEMOD_TENSOR_OPERATOR(-, method_sub, method_rsub)
+TRACEMOD_TENSOR_OPERATOR(*, method_mul, method_rmul)
+TRACEMOD_TENSOR_OPERATOR(/, method_truediv, method_rtruediv)
+
+#undef TRACEMOD_TENSOR_OPERATOR
+
+template <functional::tensor_operator_operand A>
+auto operator-(const A& a) {
+  return functional::method_neg(a);
+}
 
 namespace detail {
 

@@ -66,6 +66,13 @@ class Sym {
   Node* node_ = nullptr;
 };
 
+}  // namespace tracemod::graph
+
+template <>
+inline constexpr bool tracemod::functional::uses_tensor_operators<tracemod::graph::Sym> = true;
+
+namespace tracemod::graph {
+
 namespace detail {
 
 template <class T>
@@ -344,36 +351,27 @@ auto tracemod_call_module(const M& m, const A&... args) {
 
 // ---- operators --------------------------------------------------------------------------------
 
-template <class A, class B>
-concept sym_binary_operands =
-    (detail::is_sym_v<A> || detail::is_sym_v<B>) &&
-    (detail::is_sym_v<A> || std::derived_from<A, Tensor> || functional::scalar_operand<A>) &&
-    (detail::is_sym_v<B> || std::derived_from<B, Tensor> || functional::scalar_operand<B>);
+// Sym takes the library's tensor operators (functional/tensor_methods.hpp; ADL finds them here);
+// its compound assignments rebind the variable to the recorded result.
+using tracemod::operator+;
+using tracemod::operator-;
+using tracemod::operator*;
+using tracemod::operator/;
 
-#define TRACEMOD_SYM_OPERATOR(op, method, rmethod, imethod)       \
-  template <class A, class B>                                     \
-    requires sym_binary_operands<A, B>                            \
-  Sym operator op(const A& a, const B& b) {                       \
-    if constexpr (functional::scalar_operand<A>)                  \
-      return functional::rmethod(b, a);                           \
-    else                                                          \
-      return functional::method(a, b);                            \
-  }                                                               \
-  template <class B>                                              \
-    requires sym_binary_operands<Sym, B>                          \
-  Sym& operator op##=(Sym& a, const B& b) {                       \
-    a = functional::imethod(a, b);                                \
-    return a;                                                     \
+#define TRACEMOD_SYM_COMPOUND_ASSIGNMENT(op, imethod)           \
+  template <class B>                                            \
+    requires functional::tensor_operator_operands<Sym, B>       \
+  Sym& operator op##=(Sym& a, const B& b) {                     \
+    a = functional::imethod(a, b);                              \
+    return a;                                                   \
   }
 
-TRACEMOD_SYM_OPERATOR(+, method_add, method_radd, method_iadd)
-TRACEMOD_SYM_OPERATOR(-, method_sub, method_rsub, method_isub)
-TRACEMOD_SYM_OPERATOR(*, method_mul, method_rmul, method_imul)
-TRACEMOD_SYM_OPERATOR(/, method_truediv, method_rtruediv, method_itruediv)
+TRACEMOD_SYM_COMPOUND_ASSIGNMENT(+, method_iadd)
+TRACEMOD_SYM_COMPOUND_ASSIGNMENT(-, method_isub)
+TRACEMOD_SYM_COMPOUND_ASSIGNMENT(*, method_imul)
+TRACEMOD_SYM_COMPOUND_ASSIGNMENT(/, method_itruediv)
 
-#undef TRACEMOD_SYM_OPERATOR
-
-inline Sym operator-(const Sym& a) { return functional::method_neg(a); }
+#undef TRACEMOD_SYM_COMPOUND_ASSIGNMENT
 
 namespace detail {
 [[noreturn]] inline void comparison_error(const Sym& s, const char* op) {

@@ -17,6 +17,9 @@
 #include <utility>
 #include <vector>
 
+template <tracemod::trace::symbolic T>
+inline constexpr bool tracemod::functional::uses_tensor_operators<T> = true;
+
 namespace tracemod::trace {
 
 namespace detail {
@@ -196,34 +199,12 @@ auto tracemod_apply(Op, const P& params, const A&... args) {
                                                       detail::next_call_id(Op::target)};
 }
 
-// Tensor operators on symbolic tensors record MegEngine's tensor methods: x + y is x.__add__(y),
-// 1 + x is x.__radd__(1), -x is x.__neg__().
-template <class A, class B>
-concept symbolic_binary_operands =
-    (symbolic<A> || symbolic<B>) && (symbolic<A> || std::derived_from<A, Tensor> || functional::scalar_operand<A>) &&
-    (symbolic<B> || std::derived_from<B, Tensor> || functional::scalar_operand<B>);
-
-#define TRACEMOD_SYMBOLIC_OPERATOR(op, method, rmethod)            \
-  template <class A, class B>                                      \
-    requires symbolic_binary_operands<A, B>                        \
-  auto operator op(const A& a, const B& b) {                       \
-    if constexpr (functional::scalar_operand<A>)                   \
-      return functional::rmethod(b, a);                            \
-    else                                                           \
-      return functional::method(a, b);                             \
-  }
-
-TRACEMOD_SYMBOLIC_OPERATOR(+, method_add, method_radd)
-TRACEMOD_SYMBOLIC_OPERATOR(-, method_sub, method_rsub)
-TRACEMOD_SYMBOLIC_OPERATOR(*, method_mul, method_rmul)
-TRACEMOD_SYMBOLIC_OPERATOR(/, method_truediv, method_rtruediv)
-
-#undef TRACEMOD_SYMBOLIC_OPERATOR
-
-template <symbolic A>
-auto operator-(const A& a) {
-  return functional::method_neg(a);
-}
+// Symbolic tensors take the library's tensor operators (functional/tensor_methods.hpp); ADL finds
+// them here.
+using tracemod::operator+;
+using tracemod::operator-;
+using tracemod::operator*;
+using tracemod::operator/;
 
 // Comparisons would decide control flow on values that do not exist while tracing.
 #define TRACEMOD_SYMBOLIC_COMPARISON(op)                                                                       \
