@@ -15,41 +15,42 @@ namespace tracemod::functional {
 
 namespace detail {
 
-/// Facts about an elementwise kernel that ops built on it inherit.
+/// The algebraic facts of an elementwise kernel, which the ops computing it inherit
+/// (elementwise_kernel): what arithmetic it is, how it commutes with scaling by k
+/// (k*x + k*y = k*(x + y), -(k*x) = k*(-x); relu, max and min commute with k > 0 only), and
+/// whether applying it twice is applying it once (relu(relu(x)) = relu(x)).
+struct kernel_facts {
+  arith_kind arith = arith_kind::none;
+  scale_rule scaling = scale_rule::none;
+  bool idempotent = false;
+};
 template <class KernelOp>
-inline constexpr arith_kind arith_of = arith_kind::none;
+inline constexpr kernel_facts facts_of{};
 template <>
-inline constexpr arith_kind arith_of<kernels::add_op> = arith_kind::add;
+inline constexpr kernel_facts facts_of<kernels::add_op>{.arith = arith_kind::add, .scaling = scale_rule::linear};
 template <>
-inline constexpr arith_kind arith_of<kernels::sub_op> = arith_kind::sub;
+inline constexpr kernel_facts facts_of<kernels::sub_op>{.arith = arith_kind::sub, .scaling = scale_rule::linear};
 template <>
-inline constexpr arith_kind arith_of<kernels::mul_op> = arith_kind::mul;
+inline constexpr kernel_facts facts_of<kernels::mul_op>{.arith = arith_kind::mul};
 template <>
-inline constexpr arith_kind arith_of<kernels::div_op> = arith_kind::div;
+inline constexpr kernel_facts facts_of<kernels::div_op>{.arith = arith_kind::div};
 template <>
-inline constexpr arith_kind arith_of<kernels::neg_op> = arith_kind::neg;
+inline constexpr kernel_facts facts_of<kernels::neg_op>{.arith = arith_kind::neg, .scaling = scale_rule::linear};
+template <>
+inline constexpr kernel_facts facts_of<kernels::relu_op>{.scaling = scale_rule::positive, .idempotent = true};
+template <>
+inline constexpr kernel_facts facts_of<kernels::maximum_op>{.scaling = scale_rule::positive};
+template <>
+inline constexpr kernel_facts facts_of<kernels::minimum_op>{.scaling = scale_rule::positive};
 
-// k*x + k*y = k*(x + y), -(k*x) = k*(-x); relu, max and min commute with k > 0 only.
+/// A base of every op that computes KernelOp elementwise: the kernel and its facts.
 template <class KernelOp>
-inline constexpr scale_rule scaling_of_kernel = scale_rule::none;
-template <>
-inline constexpr scale_rule scaling_of_kernel<kernels::add_op> = scale_rule::linear;
-template <>
-inline constexpr scale_rule scaling_of_kernel<kernels::sub_op> = scale_rule::linear;
-template <>
-inline constexpr scale_rule scaling_of_kernel<kernels::neg_op> = scale_rule::linear;
-template <>
-inline constexpr scale_rule scaling_of_kernel<kernels::relu_op> = scale_rule::positive;
-template <>
-inline constexpr scale_rule scaling_of_kernel<kernels::maximum_op> = scale_rule::positive;
-template <>
-inline constexpr scale_rule scaling_of_kernel<kernels::minimum_op> = scale_rule::positive;
-
-// relu(relu(x)) = relu(x).
-template <class KernelOp>
-inline constexpr bool idempotent_kernel = false;
-template <>
-inline constexpr bool idempotent_kernel<kernels::relu_op> = true;
+struct elementwise_kernel {
+  using kernel_op = KernelOp;
+  static constexpr arith_kind arith = facts_of<KernelOp>.arith;
+  static constexpr scale_rule scaling = facts_of<KernelOp>.scaling;
+  static constexpr bool idempotent = facts_of<KernelOp>.idempotent;
+};
 
 /// The ONNX node types an elementwise kernel is: export writes the first, import reads each.
 template <class KernelOp>
@@ -108,11 +109,7 @@ Tensor eager_binary(const A& a, const B& b) {
 
 /// f(x) applied to every element.
 template <class Derived, class KernelOp>
-struct unary_op : op_base<Derived> {
-  using kernel_op = KernelOp;
-  static constexpr arith_kind arith = detail::arith_of<KernelOp>;
-  static constexpr scale_rule scaling = detail::scaling_of_kernel<KernelOp>;
-  static constexpr bool idempotent = detail::idempotent_kernel<KernelOp>;
+struct unary_op : op_base<Derived>, detail::elementwise_kernel<KernelOp> {
   using params = no_params;
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   static constexpr std::tuple<> fields{};
@@ -137,10 +134,7 @@ struct unary_op : op_base<Derived> {
 
 /// f(x, y) with numpy broadcasting; either operand may be a C++ number.
 template <class Derived, class KernelOp>
-struct binary_op : op_base<Derived> {
-  using kernel_op = KernelOp;
-  static constexpr arith_kind arith = detail::arith_of<KernelOp>;
-  static constexpr scale_rule scaling = detail::scaling_of_kernel<KernelOp>;
+struct binary_op : op_base<Derived>, detail::elementwise_kernel<KernelOp> {
   using params = no_params;
   static constexpr std::array operands{operand{"x", operand_kind::tensor_or_scalar},
                                        operand{"y", operand_kind::tensor_or_scalar}};

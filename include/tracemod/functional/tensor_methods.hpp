@@ -9,10 +9,7 @@ namespace tracemod::functional {
 
 /// self OP other (or other OP self for the reflected __rop__ forms); self is a tensor.
 template <class Derived, class KernelOp, bool Reflected>
-struct tensor_binary_method : op_base<Derived> {
-  using kernel_op = KernelOp;
-  static constexpr arith_kind arith = detail::arith_of<KernelOp>;
-  static constexpr scale_rule scaling = detail::scaling_of_kernel<KernelOp>;
+struct tensor_binary_method : op_base<Derived>, detail::elementwise_kernel<KernelOp> {
   using params = no_params;
   static constexpr bool reflected = Reflected;
   static constexpr std::array operands{operand{"self", operand_kind::tensor},
@@ -64,11 +61,8 @@ TRACEMOD_BINARY_METHOD(method_rtruediv, "__rtruediv__", div_op, true)
 /// shape (other broadcasts into self, never self into other). In a graph it produces a new value,
 /// so the interpreter never writes into a tensor that another expr or the caller still holds.
 template <class Derived, class KernelOp>
-struct tensor_inplace_method : op_base<Derived> {
-  using kernel_op = KernelOp;
+struct tensor_inplace_method : op_base<Derived>, detail::elementwise_kernel<KernelOp> {
   static constexpr bool in_place = true;
-  static constexpr arith_kind arith = detail::arith_of<KernelOp>;
-  static constexpr scale_rule scaling = detail::scaling_of_kernel<KernelOp>;
   using params = no_params;
   static constexpr std::array operands{operand{"self", operand_kind::tensor},
                                        operand{"other", operand_kind::tensor_or_scalar}};
