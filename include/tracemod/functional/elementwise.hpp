@@ -132,26 +132,35 @@ struct unary_op : op_base<Derived>, detail::elementwise_kernel<KernelOp> {
   static void onnx_import(onnx_import_context& cx) { onnx_import_unary<Derived>(cx); }
 };
 
-/// f(x, y) with numpy broadcasting; either operand may be a C++ number.
-template <class Derived, class KernelOp>
-struct binary_op : op_base<Derived>, detail::elementwise_kernel<KernelOp> {
+/// KernelOp(a, b) with numpy broadcasting, its operands in call order or, Reflected, swapped (the
+/// tensor methods' __rop__ forms compute other OP self): what binary_op and the tensor methods share.
+template <class Derived, class KernelOp, bool Reflected>
+struct broadcast_binary : op_base<Derived>, detail::elementwise_kernel<KernelOp> {
   using params = no_params;
-  static constexpr std::array operands{operand{"x", operand_kind::tensor_or_scalar},
-                                       operand{"y", operand_kind::tensor_or_scalar}};
   static constexpr std::tuple<> fields{};
 
-  static constexpr Shape infer_shape(const params&, const Shape& x, const Shape& y) {
-    return broadcast_shapes(x, y, Derived::target);
+  static constexpr Shape infer_shape(const params&, const Shape& a, const Shape& b) {
+    return Reflected ? broadcast_shapes(b, a, Derived::target) : broadcast_shapes(a, b, Derived::target);
   }
 
-  template <class X, class Y>
-  static Tensor eager(const params&, const X& x, const Y& y) {
-    return detail::eager_binary<Derived, KernelOp>(x, y);
+  template <class A, class B>
+  static Tensor eager(const params&, const A& a, const B& b) {
+    if constexpr (Reflected)
+      return detail::eager_binary<Derived, KernelOp>(b, a);
+    else
+      return detail::eager_binary<Derived, KernelOp>(a, b);
   }
 
   static void onnx_export(onnx_export_context& cx, const params&) {
-    onnx_export_elementwise(cx, detail::onnx_of<KernelOp>::types[0], false);
+    onnx_export_elementwise(cx, detail::onnx_of<KernelOp>::types[0], Reflected);
   }
+};
+
+/// f(x, y) with numpy broadcasting; either operand may be a C++ number.
+template <class Derived, class KernelOp>
+struct binary_op : broadcast_binary<Derived, KernelOp, false> {
+  static constexpr std::array operands{operand{"x", operand_kind::tensor_or_scalar},
+                                       operand{"y", operand_kind::tensor_or_scalar}};
   static constexpr auto onnx_import_types = detail::onnx_of<KernelOp>::types;
   // Numpy-style broadcasting is the only kind before opset 7 without `axis`.
   static constexpr std::array onnx_import_attributes{std::string_view("broadcast")};

@@ -9,28 +9,10 @@ namespace tracemod::functional {
 
 /// self OP other (or other OP self for the reflected __rop__ forms); self is a tensor.
 template <class Derived, class KernelOp, bool Reflected>
-struct tensor_binary_method : op_base<Derived>, detail::elementwise_kernel<KernelOp> {
-  using params = no_params;
+struct tensor_binary_method : broadcast_binary<Derived, KernelOp, Reflected> {
   static constexpr bool reflected = Reflected;
   static constexpr std::array operands{operand{"self", operand_kind::tensor},
                                        operand{"other", operand_kind::tensor_or_scalar}};
-  static constexpr std::tuple<> fields{};
-
-  static constexpr Shape infer_shape(const params&, const Shape& self, const Shape& other) {
-    return Reflected ? broadcast_shapes(other, self, Derived::target) : broadcast_shapes(self, other, Derived::target);
-  }
-
-  template <class S, class O>
-  static Tensor eager(const params&, const S& self, const O& other) {
-    if constexpr (Reflected)
-      return detail::eager_binary<Derived, KernelOp>(other, self);
-    else
-      return detail::eager_binary<Derived, KernelOp>(self, other);
-  }
-
-  static void onnx_export(onnx_export_context& cx, const params&) {
-    onnx_export_elementwise(cx, detail::onnx_of<KernelOp>::types[0], Reflected);
-  }
 };
 
 /// One tensor method op: its name (the printed method) and its base (the rule it follows).
