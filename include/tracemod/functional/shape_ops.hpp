@@ -42,19 +42,25 @@ inline std::vector<bool> onnx_axis_set(onnx_import_context& cx, const std::vecto
 
 }  // namespace detail
 
+/// A base of the ops that move elements without changing them (flatten, reshape, transpose): one
+/// tensor operand, and scaling commutes with them.
+template <class Derived>
+struct data_movement_op : op_base<Derived> {
+  static constexpr scale_rule scaling = scale_rule::linear;
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
+};
+
 struct flatten_params {
   std::int64_t start_axis = 0;
   std::int64_t end_axis = -1;
 };
 
 /// Merges axes start_axis..end_axis into one (MegEngine's argument names).
-struct flatten_fn : op_base<flatten_fn> {
+struct flatten_fn : data_movement_op<flatten_fn> {
   static constexpr std::string_view name = "flatten";
   static constexpr std::string_view target = "tensor.flatten";
-  static constexpr scale_rule scaling = scale_rule::linear;  // moves elements, never changes them
   static constexpr bool any_dtype = true;  // a view moves no data, so any dtype passes through
-  static constexpr call_kind kind = call_kind::function;
-  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = flatten_params;
   static constexpr std::tuple fields{positional("start_axis", &params::start_axis),
                                      positional("end_axis", &params::end_axis)};
@@ -110,13 +116,10 @@ struct reshape_params {
 };
 
 /// A new shape with the same number of elements; one extent may be -1 (inferred).
-struct reshape_fn : op_base<reshape_fn> {
+struct reshape_fn : data_movement_op<reshape_fn> {
   static constexpr std::string_view name = "reshape";
   static constexpr std::string_view target = "tensor.reshape";
-  static constexpr scale_rule scaling = scale_rule::linear;  // moves elements, never changes them
   static constexpr bool any_dtype = true;  // a view moves no data, so any dtype passes through
-  static constexpr call_kind kind = call_kind::function;
-  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = reshape_params;
   static constexpr std::tuple fields{required("target_shape", &params::target_shape)};
 
@@ -247,12 +250,9 @@ struct transpose_params {
 };
 
 /// Permutes the axes: output axis i is input axis pattern[i] (MegEngine's F.transpose).
-struct transpose_fn : op_base<transpose_fn> {
+struct transpose_fn : data_movement_op<transpose_fn> {
   static constexpr std::string_view name = "transpose";
   static constexpr std::string_view target = "tensor.transpose";
-  static constexpr scale_rule scaling = scale_rule::linear;  // moves elements, never changes them
-  static constexpr call_kind kind = call_kind::function;
-  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
   using params = transpose_params;
   static constexpr std::tuple fields{required("pattern", &params::pattern)};
 
