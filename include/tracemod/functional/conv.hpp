@@ -29,8 +29,7 @@ struct conv2d_fn : op_base<conv2d_fn> {
   static constexpr std::string_view name = "conv2d";
   static constexpr std::string_view target = "nn.conv2d";
   static constexpr call_kind kind = call_kind::function;
-  static constexpr std::array operands{operand{"inp", operand_kind::tensor}, operand{"weight", operand_kind::tensor},
-                                       operand{"bias", operand_kind::optional_tensor}};
+  static constexpr std::array operands = weighted_operands;
   using params = conv2d_params;
   static constexpr std::tuple fields{positional("stride", &params::stride), positional("padding", &params::padding),
                                      positional("dilation", &params::dilation), positional("groups", &params::groups)};

@@ -127,8 +127,7 @@ struct linear_fn : op_base<linear_fn> {
   static constexpr std::string_view name = "linear";
   static constexpr std::string_view target = "nn.linear";
   static constexpr call_kind kind = call_kind::function;
-  static constexpr std::array operands{operand{"inp", operand_kind::tensor}, operand{"weight", operand_kind::tensor},
-                                       operand{"bias", operand_kind::optional_tensor}};
+  static constexpr std::array operands = weighted_operands;
   using params = no_params;
   static constexpr std::tuple<> fields{};
 

@@ -32,6 +32,7 @@
 #include <tracemod/core/tensor.hpp>
 #include <tracemod/functional/params.hpp>
 
+#include <array>
 #include <concepts>
 #include <cstdint>
 #include <span>
@@ -56,6 +57,10 @@ struct operand {
   std::string_view name;
   operand_kind kind;
 };
+
+/// The operands of the weighted layers' ops (conv2d, linear): input, weight and an optional bias.
+inline constexpr std::array weighted_operands{operand{"inp", operand_kind::tensor}, operand{"weight", operand_kind::tensor},
+                                              operand{"bias", operand_kind::optional_tensor}};
 
 /// A named member of an op's params struct, positional or keyword-only; a required one (PyTorch's
 /// arguments without a default: kernel_size, target_shape) must be passed positionally.
