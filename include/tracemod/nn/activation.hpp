@@ -25,6 +25,7 @@ class ReLU : public Module {
     functional::relu_fn::onnx_export(cx, {});
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(ReLU)
 
 /// min(max(x, 0), 6)
 class ReLU6 : public Module {
@@ -40,5 +41,6 @@ class ReLU6 : public Module {
     functional::relu6_fn::onnx_export(cx, {});
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(ReLU6)
 
 }  // namespace tracemod::nn

@@ -145,5 +145,6 @@ class BatchNorm2d : public Module {
                         std::to_string(x[1]) + " channels");
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(BatchNorm2d)
 
 }  // namespace tracemod::nn

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/extern_template.hpp>
 #include <tracemod/core/shape.hpp>
 #include <tracemod/core/value.hpp>
 #include <tracemod/functional/onnx_rule.hpp>
@@ -141,4 +142,15 @@ struct builtin_registration {
 };
 
 }  // namespace detail
+
+/// After each of the library's builtin module classes, at namespace scope in tracemod::nn: the code
+/// of its registry entry (its config, factory and ONNX rule reached through describe_builtin) is
+/// compiled once in a program that compiles the library separately (core/extern_template.hpp), in
+/// the unit that includes <tracemod/instantiate.hpp>, as TRACEMOD_REGISTER_BUILTIN_OP does for ops.
+#if defined(TRACEMOD_INSTANTIATE_TEMPLATES)
+#define TRACEMOD_BUILTIN_MODULE_CODE(Class) template builtin_entry detail::describe_builtin<Class>();
+#else
+#define TRACEMOD_BUILTIN_MODULE_CODE(Class) TRACEMOD_EXTERN_TEMPLATE(builtin_entry detail::describe_builtin<Class>())
+#endif
+
 }  // namespace tracemod::nn

@@ -129,5 +129,6 @@ class Conv2d : public Module {
     return s;
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(Conv2d)
 
 }  // namespace tracemod::nn

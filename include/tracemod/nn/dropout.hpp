@@ -47,5 +47,6 @@ class Dropout : public Module {
   }
   [[nodiscard]] std::string extra_repr() const override { return "p=" + functional::repr(p); }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(Dropout)
 
 }  // namespace tracemod::nn

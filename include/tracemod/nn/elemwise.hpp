@@ -130,5 +130,6 @@ class Elemwise : public Module {
                         (arity() == 1 ? "" : "s") + ", got " + std::to_string(given));
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(Elemwise)
 
 }  // namespace tracemod::nn

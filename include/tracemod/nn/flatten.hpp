@@ -35,5 +35,6 @@ class Flatten : public Module {
     return functional::params_repr<functional::flatten_fn>(params);
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(Flatten)
 
 }  // namespace tracemod::nn

@@ -134,6 +134,7 @@ class ConvBn2d : public Module {
     detail::onnx_export_conv_bn(cx, conv, bn, path, false);
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(ConvBn2d)
 
 /// relu(bn(conv(x)))
 class ConvBnRelu2d : public Module {
@@ -161,5 +162,6 @@ class ConvBnRelu2d : public Module {
     detail::onnx_export_conv_bn(cx, conv, bn, path, true);
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(ConvBnRelu2d)
 
 }  // namespace tracemod::nn

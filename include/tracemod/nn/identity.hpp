@@ -25,5 +25,6 @@ class Identity : public Module {
     cx.node("Identity", {cx.input(0).name}, {cx.output()});
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(Identity)
 
 }  // namespace tracemod::nn

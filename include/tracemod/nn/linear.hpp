@@ -73,5 +73,6 @@ class Linear : public Module {
            ", bias=" + (bias.defined() ? "True" : "False");
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(Linear)
 
 }  // namespace tracemod::nn

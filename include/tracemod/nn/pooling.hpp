@@ -45,6 +45,7 @@ class MaxPool2d : public Module {
     return functional::params_repr<functional::max_pool2d_fn>(params);
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(MaxPool2d)
 
 /// AvgPool2d's keyword arguments; stride = std::nullopt means stride = kernel_size.
 struct AvgPool2dOptions {
@@ -80,6 +81,7 @@ class AvgPool2d : public Module {
     return functional::params_repr<functional::avg_pool2d_fn>(params);
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(AvgPool2d)
 
 /// Averages over PyTorch's adaptive bins to an output of `output_size` (an int or {h, w}).
 class AdaptiveAvgPool2d : public Module {
@@ -105,5 +107,6 @@ class AdaptiveAvgPool2d : public Module {
     functional::adaptive_avg_pool2d_fn::onnx_export(cx, {output_size});
   }
 };
+TRACEMOD_BUILTIN_MODULE_CODE(AdaptiveAvgPool2d)
 
 }  // namespace tracemod::nn
