@@ -227,7 +227,7 @@ inline std::unique_ptr<Graph> Graph::clone(Module* owner) const {
     for (const Node* in : from.inputs_) e->add_input(map.at(in));
     for (const auto& n : from.outputs_) {
       std::unique_ptr<Node> c = copy_node(*n, g.get(), n->name());
-      node_access::set_id(*c, n->id());
+      c->id_ = n->id();
       map[n.get()] = e->add_output(std::move(c));
     }
     return e;
@@ -245,8 +245,6 @@ inline std::unique_ptr<Graph> Graph::clone(Module* owner) const {
   }
   return g;
 }
-
-/// Renumbers every expr and node of the hierarchy under `root` in recursive execution order
 
 inline std::unique_ptr<Expr> Graph::copy_call_fields(const Expr& src, Graph* g) {
   std::unique_ptr<Expr> e(new Expr(src.kind_, g));

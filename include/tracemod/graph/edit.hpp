@@ -60,23 +60,48 @@ inline void Graph::erase(Expr* e) {
       throw graph_error(name_ + ".Graph: cannot delete %" + std::to_string(e->id()) + ": '" + out->name() +
                         "' is an output of the graph");
   }
+  detach(it);
+  changed();
+}
+
+inline Graph::expr_list::iterator Graph::detach(expr_list::const_iterator it) {
+  Expr* e = it->get();
   for (Node* in : e->inputs_) {
     auto& u = in->users_;
     u.erase(std::find(u.begin(), u.end(), e));
   }
-  for (const auto& out : e->outputs_) ns_.release(out->name());
+  for (const auto& out : e->outputs_) ns_.release(out->name_);
   if (insert_point_ && *insert_point_ == it) insert_point_ = std::next(it);
-  exprs_.erase(it);
-  changed();
+  return exprs_.erase(it);
+}
+
+inline void Graph::rewire(Expr* user, Node* from, Node* to) {
+  for (Node*& in : user->inputs_)
+    if (in == from) {
+      in = to;
+      auto& fu = from->users_;
+      fu.erase(std::find(fu.begin(), fu.end(), user));
+      to->users_.push_back(user);
+    }
+}
+
+inline void Graph::take_arguments(Expr& e, Expr& donor) {
+  for (Node* in : e.inputs_) {
+    auto& users = in->users_;
+    users.erase(std::find(users.begin(), users.end(), &e));
+  }
+  for (Node* in : donor.inputs_) *std::find(in->users_.begin(), in->users_.end(), &donor) = &e;
+  e.inputs_ = std::move(donor.inputs_);
+  donor.inputs_.clear();
+  e.args_ = std::move(donor.args_);
+  e.kwargs_ = std::move(donor.kwargs_);
+  e.invalidate_params();
+  erase(&donor);
 }
 
 inline void Graph::replace_all_uses(Node* from, Node* to) {
   for (Expr* u : std::vector<Expr*>(from->users_)) {
-    for (Node*& in : u->inputs_)
-      if (in == from) {
-        in = to;
-        to->users_.push_back(u);
-      }
+    rewire(u, from, to);
     u->invalidate_params();
   }
   from->users_.clear();
@@ -131,14 +156,7 @@ inline void Graph::compile() {
   for (auto it = exprs_.end(); it != exprs_.begin();) {
     --it;
     if (live.count(it->get()) != 0) continue;
-    Expr* dead = it->get();
-    for (Node* in : dead->inputs_) {
-      auto& u = in->users_;
-      u.erase(std::find(u.begin(), u.end(), dead));
-    }
-    for (const auto& out : dead->outputs_) ns_.release(out->name_);
-    if (insert_point_ && *insert_point_ == it) insert_point_ = std::next(it);
-    it = exprs_.erase(it);
+    it = detach(it);
     edited = true;
   }
   if (edited) changed();

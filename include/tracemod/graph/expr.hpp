@@ -70,11 +70,16 @@ class Expr {
   [[nodiscard]] std::vector<std::pair<std::string, CallArg>> named_args() const;
   /// The constant (non-node) arguments with their positions in args() then kwargs().
   [[nodiscard]] std::vector<std::pair<std::size_t, Value>> const_val() const;
+  /// An op call's params in canonical order: positional ones, then keyword-only ones (empty for
+  /// other exprs).
+  [[nodiscard]] std::vector<Value> params() const;
 
   /// Constant: the value (a tensor), or null module.
   [[nodiscard]] const Tensor& const_tensor() const noexcept { return const_tensor_; }
   [[nodiscard]] const Module* const_module() const noexcept { return const_module_.get(); }
 
+  /// The module a module call calls; null for other exprs or when it cannot be resolved.
+  [[nodiscard]] Module* callee() const;
   /// The callee sub-graph of a call of a user (traced) module for this call's arguments; null for
   /// builtin modules, tensor methods and functions.
   [[nodiscard]] Graph* graph() const;
@@ -92,7 +97,7 @@ class Expr {
  private:
   friend class Graph;
   friend class ExecutionPlan;
-  friend struct expr_access;
+  friend class IdAllocator;
 
   /// How an argument is rebuilt from inputs_ and constants.
   struct Slot {

@@ -40,15 +40,14 @@ class GraphHolder {
  public:
   /// The graph for a call signature; null if the module was never called that way.
   [[nodiscard]] virtual Graph* graph_for(std::string_view signature) const = 0;
+  /// The (node, expr) id count of the hierarchy this module is the top of (MegEngine's _total_ids),
+  /// which IdAllocator reads and advances; null when this module keeps no count.
+  [[nodiscard]] virtual std::pair<std::int64_t, std::int64_t>* id_count() noexcept { return nullptr; }
 
  protected:
   ~GraphHolder() = default;
 };
 
-/// Low-level access for the layers that build and edit graphs (recorder, surgery, flatten, io).
-struct node_access;
-struct expr_access;
-struct graph_access;
 
 class Graph {
  public:
@@ -146,11 +145,12 @@ class Graph {
   /// The nested output Value of run()'s flat results.
   [[nodiscard]] Value pack_outputs(const std::vector<NodeValue>& flat) const;
 
-  // ---- surgery (DESIGN.md's member spelling; defined in traced_module/surgery.hpp, which
-  // <tracemod/traced_module.hpp> includes: surgery needs the traced module's id counters) ----------
+  // ---- surgery (graph/surgery.hpp) --------------------------------------------------------------
   /// An RAII scope in which tmod::Sym arguments record new exprs, spliced in after `after` (or after
-  /// the last producer they use) when the scope ends; an exception leaves the graph as it was.
-  [[nodiscard]] InsertScope insert_exprs(const Expr* after = nullptr);
+  /// the last producer they use) when the scope ends; an exception leaves the graph as it was. The
+  /// scope records through the tracer: calling this needs <tracemod/traced_module/surgery.hpp>.
+  template <class Scope = InsertScope>
+  [[nodiscard]] Scope insert_exprs(const Expr* after = nullptr);
   /// Rewires the users of each `old` that come after `new`'s producer (MegEngine's replace_node).
   void replace_node(const std::vector<std::pair<Node*, Node*>>& repl);
   /// Adds a tensor input to the top graph.
@@ -219,6 +219,11 @@ class Graph {
   void reset_insert_point() { insert_point_.reset(); }
   /// Removes an expr with no remaining users of its outputs; releases its names.
   void erase(Expr* e);
+  /// Points every use of `from` by `user` at `to` (once per use).
+  void rewire(Expr* user, Node* from, Node* to);
+  /// Gives `e` the inputs and arguments of `donor`, a call of the same op made to validate them,
+  /// and erases `donor` (set_args_kwargs).
+  void take_arguments(Expr& e, Expr& donor);
   /// The position of every expr in execution order (recomputed after changes).
   [[nodiscard]] std::size_t position(const Expr* e) const;
   [[nodiscard]] expr_list::const_iterator iterator_of(const Expr* e) const;
@@ -227,10 +232,12 @@ class Graph {
 
  private:
   friend class ExecutionPlan;
-  friend struct expr_access;
-  friend struct graph_access;
+  friend class InsertScope;  // splices the exprs it recorded into place
 
   Expr* insert(std::unique_ptr<Expr> e);
+  /// Unlinks the expr at `it` from its inputs' users, releases its output names and deletes it;
+  /// returns the expr after it. Its outputs must have no users left.
+  expr_list::iterator detach(expr_list::const_iterator it);
   /// The execution plan, built by the first caller while concurrent callers wait.
   [[nodiscard]] std::shared_ptr<const ExecutionPlan> plan() const;
   /// An expr of graph `g` with src's kind, target, op, arguments and constants, but no inputs or
@@ -255,6 +262,13 @@ class Graph {
   mutable std::shared_ptr<const ExecutionPlan> plan_;
 };
 
+
+/// The top graph of the hierarchy `g` belongs to.
+inline Graph& root_graph(Graph& g) noexcept {
+  Graph* r = &g;
+  while (r->top_graph() != nullptr) r = r->top_graph();
+  return *r;
+}
 
 inline Module* ModuleNode::owner() const {
   // Walks the getattr chain up to its root iteratively (a hostile or unmerged chain may be long),
@@ -357,21 +371,26 @@ inline std::vector<std::pair<std::size_t, Value>> Expr::const_val() const {
   return v;
 }
 
+inline std::vector<Value> Expr::params() const {
+  std::vector<Value> values;
+  if (op_ == nullptr) return values;
+  for (std::size_t i = op_->operands.size(); i < args_.size(); ++i) values.push_back(args_[i].value);
+  for (const auto& kv : kwargs_) values.push_back(kv.second.value);
+  return values;
+}
+
 inline const void* Expr::op_params() const {
-  if (!params_) {
-    std::vector<Value> values;
-    for (std::size_t i = op_->operands.size(); i < args_.size(); ++i) values.push_back(args_[i].value);
-    for (const auto& kv : kwargs_) values.push_back(kv.second.value);
-    params_ = op_->make_params(values);
-  }
+  if (!params_) params_ = op_->make_params(params());
   return params_.get();
 }
 
-inline Graph* Expr::graph() const {
+inline Module* Expr::callee() const {
   if (!is_module_call()) return nullptr;
-  const auto* callee = static_cast<const ModuleNode*>(inputs_.front());
-  const Module* m = callee->owner();
-  const auto* holder = dynamic_cast<const GraphHolder*>(m);
+  return static_cast<const ModuleNode*>(inputs_.front())->owner();
+}
+
+inline Graph* Expr::graph() const {
+  const auto* holder = dynamic_cast<const GraphHolder*>(callee());
   return holder != nullptr ? holder->graph_for(signature_) : nullptr;
 }
 
@@ -415,28 +434,6 @@ inline Graph::expr_list::const_iterator Graph::iterator_of(const Expr* e) const 
 
 
 
-struct node_access {
-  static void set_id(Node& n, std::int64_t id) { n.id_ = id; }
-  static std::string& name(Node& n) { return n.name_; }
-  static std::string& qualname(Node& n) { return n.qualname_; }
-  static std::vector<Expr*>& users(Node& n) { return n.users_; }
-  static void set_graph(Node& n, Graph* g) { n.graph_ = g; }
-};
-
-struct expr_access {
-  static std::vector<Node*>& inputs(Expr& e) { return e.inputs_; }
-  static auto& args(Expr& e) { return e.args_; }
-  static auto& kwargs(Expr& e) { return e.kwargs_; }
-  static std::vector<std::unique_ptr<Node>>& outputs(Expr& e) { return e.outputs_; }
-  static void set_id(Expr& e, std::int64_t id) { e.id_ = id; }
-  static void set_graph(Expr& e, Graph* g) { e.graph_ = g; }
-  static void invalidate_params(Expr& e) { e.invalidate_params(); }
-  static std::string& target(Expr& e) { return e.target_; }
-  static std::string& signature(Expr& e) { return e.signature_; }
-  static void finish_inputs(Expr& e) {
-    for (Node* n : e.inputs_) node_access::users(*n).push_back(&e);
-  }
-};
 
 
 
@@ -458,5 +455,7 @@ inline Value Graph::pack_outputs(const std::vector<NodeValue>& flat) const {
 #include <tracemod/graph/build.hpp>
 #include <tracemod/graph/edit.hpp>
 #include <tracemod/graph/walk.hpp>
+#include <tracemod/graph/ids.hpp>
+#include <tracemod/graph/surgery.hpp>
 #include <tracemod/graph/interpreter.hpp>
 #include <tracemod/graph/print.hpp>

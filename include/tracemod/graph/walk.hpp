@@ -65,15 +65,6 @@ inline NodeFilter Graph::nodes(bool recursive) const {
   return NodeFilter(std::move(out));
 }
 
-inline std::pair<std::int64_t, std::int64_t> reset_ids(Graph& root) {
-  std::int64_t e = 0, n = 0;
-  for (Expr* x : root.exprs(true)) {
-    expr_access::set_id(*x, e++);
-    for (Node* out : x->outputs()) node_access::set_id(*out, n++);
-  }
-  return {n, e};
-}
-
 inline NodeFilter NodeFilter::name_matches(std::string_view pattern, bool ignorecase) const {
   return where([&](const Node* n) {
     const std::string full = n->top_graph()->name() + "_" + n->name();
