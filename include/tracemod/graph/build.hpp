@@ -141,32 +141,27 @@ inline Expr* Graph::create_op_call(const functional::op_entry& op, const std::ve
   std::vector<std::vector<Shape>> lists(operands.size());
   std::vector<DType> dtypes;
   for (std::size_t i = 0; i < operands.size(); ++i) {
-    const Expr::Slot& s = e->args_[i];
+    const Expr::Operand b = e->operand(i);
     auto& sh = shapes[i];
+    sh.k = b.kind;
     using k = functional::erased_operand::kind;
-    if (s.kind == Expr::Slot::Kind::node) {
-      const Node* n = inputs[s.inputs.front()];
+    if (b.kind == k::tensor) {
+      const Node* n = inputs[b.inputs.front()];
       if (!n->is_tensor()) throw graph_error(where() + ": operand '" + std::string(op.operands[i].name) + "' is a module");
-      sh.k = k::tensor;
       sh.shape = static_cast<const TensorNode*>(n)->shape();
       dtypes.push_back(static_cast<const TensorNode*>(n)->dtype());
-    } else if (s.kind == Expr::Slot::Kind::node_list) {
-      for (std::size_t j : s.inputs) {
+    } else if (b.kind == k::list) {
+      for (std::size_t j : b.inputs) {
         const Node* n = inputs[j];
         if (!n->is_tensor()) throw graph_error(where() + ": a list operand holds a module");
         lists[i].push_back(static_cast<const TensorNode*>(n)->shape());
         dtypes.push_back(static_cast<const TensorNode*>(n)->dtype());
       }
-      sh.k = k::list;
       sh.list = lists[i];
-    } else if (s.value.is_none()) {
-      sh.k = k::none;
-    } else if (s.value.is_number()) {
-      sh.k = k::scalar;
-    } else if (s.value.is_tensor()) {
+    } else if (b.kind == k::scalar && b.constant->is_tensor()) {
       throw graph_error(where() + ": a tensor operand must be a node (record it as a Constant first)");
-    } else {
-      throw graph_error(where() + ": operand '" + std::string(op.operands[i].name) + "' cannot be " + s.value.repr());
+    } else if (b.kind == k::scalar && !b.constant->is_number()) {
+      throw graph_error(where() + ": operand '" + std::string(op.operands[i].name) + "' cannot be " + b.constant->repr());
     }
   }
   const void* p = e->op_params();

@@ -70,6 +70,14 @@ class Expr {
   [[nodiscard]] std::vector<std::pair<std::string, CallArg>> named_args() const;
   /// The constant (non-node) arguments with their positions in args() then kwargs().
   [[nodiscard]] std::vector<std::pair<std::size_t, Value>> const_val() const;
+  /// How operand `i` of an op call is bound: a tensor input, a list of inputs (indices into
+  /// inputs()), none, or a constant (a scalar for a well-formed call).
+  struct Operand {
+    functional::erased_operand::kind kind = functional::erased_operand::kind::none;
+    std::span<const std::size_t> inputs{};
+    const Value* constant = nullptr;  // none and scalar operands
+  };
+  [[nodiscard]] Operand operand(std::size_t i) const;
   /// An op call's params in canonical order: positional ones, then keyword-only ones (empty for
   /// other exprs).
   [[nodiscard]] std::vector<Value> params() const;

@@ -371,6 +371,17 @@ inline std::vector<std::pair<std::size_t, Value>> Expr::const_val() const {
   return v;
 }
 
+inline Expr::Operand Expr::operand(std::size_t i) const {
+  using k = functional::erased_operand::kind;
+  const Slot& a = args_[i];
+  switch (a.kind) {
+    case Slot::Kind::node: return {k::tensor, a.inputs, nullptr};
+    case Slot::Kind::node_list: return {k::list, a.inputs, nullptr};
+    case Slot::Kind::constant: break;
+  }
+  return {a.value.is_none() ? k::none : k::scalar, {}, &a.value};
+}
+
 inline std::vector<Value> Expr::params() const {
   std::vector<Value> values;
   if (op_ == nullptr) return values;
