@@ -250,7 +250,7 @@ inline std::unique_ptr<Expr> Graph::copy_call_fields(const Expr& src, Graph* g) 
   e->signature_ = src.signature_;
   e->const_tensor_ = src.const_tensor_;
   e->const_module_ = src.const_module_;
-  e->params_ = src.params_;
+  e->params_.store(src.params_.load());
   return e;
 }
 

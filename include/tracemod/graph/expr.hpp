@@ -9,6 +9,7 @@
 #include <tracemod/functional/registry.hpp>
 #include <tracemod/graph/node.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -121,7 +122,7 @@ class Expr {
   Node* add_output(std::unique_ptr<Node> n);
   /// The params of an op call, built from the constant slots (cached).
   const void* op_params() const;
-  void invalidate_params() { params_.reset(); }
+  void invalidate_params() { params_.store(nullptr); }
 
   ExprKind kind_;
   Graph* graph_;
@@ -135,7 +136,8 @@ class Expr {
   std::string signature_;
   Tensor const_tensor_;
   std::shared_ptr<const Module> const_module_;
-  mutable functional::erased_params params_;
+  // Built on first use, possibly by concurrent runs: the first one stored is kept.
+  mutable std::atomic<functional::erased_params> params_;
 };
 
 }  // namespace tracemod::graph

@@ -256,6 +256,7 @@ class Graph {
   NodeTree outputs_;
   NameSpace ns_;
   std::optional<expr_list::const_iterator> insert_point_;
+  mutable std::mutex positions_mutex_;  // guards the lazily built positions_: queries may overlap
   mutable std::unordered_map<const Expr*, std::size_t> positions_;
   mutable bool positions_valid_ = false;
   mutable std::mutex plan_mutex_;  // guards plan_: concurrent runs share one plan
@@ -391,8 +392,12 @@ inline std::vector<Value> Expr::params() const {
 }
 
 inline const void* Expr::op_params() const {
-  if (!params_) params_ = op_->make_params(params());
-  return params_.get();
+  functional::erased_params p = params_.load(std::memory_order_acquire);
+  if (!p) {
+    functional::erased_params made = op_->make_params(params());
+    if (params_.compare_exchange_strong(p, made, std::memory_order_acq_rel)) p = std::move(made);
+  }
+  return p.get();  // params_ keeps it alive until the expr's arguments change
 }
 
 inline Module* Expr::callee() const {
@@ -423,12 +428,16 @@ inline Expr* Graph::insert(std::unique_ptr<Expr> e) {
 }
 
 inline void Graph::changed() const noexcept {
-  positions_valid_ = false;
+  {
+    const std::lock_guard lock(positions_mutex_);
+    positions_valid_ = false;
+  }
   const std::lock_guard lock(plan_mutex_);
   plan_.reset();
 }
 
 inline std::size_t Graph::position(const Expr* e) const {
+  const std::lock_guard lock(positions_mutex_);
   if (!positions_valid_) {
     positions_.clear();
     std::size_t i = 0;
