@@ -339,16 +339,16 @@ TEST_CASE("check() names the first broken invariant") {
   tmod::TracedModule t = tmod::trace_module(m, tmod::zeros({1}));
   tmod::graph::Graph& g = t.graph();
   tmod::graph::Node* add_out = g.get_node_by_id(2).as_unique();
-  // Break users() by hand (low-level access), then repair it.
-  auto& users = tmod::graph::node_access::users(*add_out);
+  // Break users() by hand (casting away const), then repair it.
+  auto& users = const_cast<std::vector<tmod::graph::Expr*>&>(add_out->users());
   const auto saved = users;
   users.clear();
   CHECK(error_of<tmod::graph_error>([&] { tmod::check(g); }).find("node 'add_out' lists 0 users, but 1 exprs use it") !=
         std::string::npos);
   users = saved;
-  tmod::graph::node_access::set_id(*add_out, 1);
+  tmod::graph::IdAllocator::assign(*add_out, 1);
   CHECK(error_of<tmod::graph_error>([&] { tmod::check(g); }).find("node id 1 is used twice") != std::string::npos);
-  tmod::graph::node_access::set_id(*add_out, 2);
+  tmod::graph::IdAllocator::assign(*add_out, 2);
   tmod::check(g);
 }
 

@@ -253,4 +253,22 @@ TEST_CASE("watch points under concurrent runs hold the values of one whole run")
   CHECK(torn == std::vector<int>(thread_count, 0));
 }
 
+TEST_CASE("an op call interpreted from 4 threads at once builds its params once for all of them") {
+  // The params of a call are built on first use: every round drops them (set_args_kwargs with the
+  // same arguments), then 4 threads race to build them. A racy build frees params a thread still
+  // uses (ThreadSanitizer reports it; without it the values may come out wrong or crash).
+  AddTwice m;  // y = (x + 1) + 2
+  tmod::TracedModule t = tmod::trace_module(m, tmod::zeros({4}));
+  tmod::graph::Expr* add = t.graph().get_method_by_type("__add__", false).as_list().front();
+  REQUIRE(add->op() != nullptr);
+  const std::vector<tmod::graph::NodeValue> in{tmod::graph::NodeValue(tmod::Value(tmod::tensor({1.f, 2.f, 3.f, 4.f})))};
+  for (int round = 0; round < 20; ++round) {
+    tmod::graph::set_args_kwargs(*add, add->args());
+    std::vector<std::vector<tmod::Tensor>> got(thread_count);
+    run_together([&](int th, int) { got[th].push_back(std::get<tmod::Value>(add->interpret(in).front()).tensor()); });
+    for (const std::vector<tmod::Tensor>& ys : got)
+      for (const tmod::Tensor& y : ys) check_identical(y, tmod::tensor({2.f, 3.f, 4.f, 5.f}));
+  }
+}
+
 }  // namespace tmod_test_graph_threads

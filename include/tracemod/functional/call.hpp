@@ -18,6 +18,7 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/meta.hpp>
 #include <tracemod/core/none.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/functional/params.hpp>
@@ -164,7 +165,7 @@ inline constexpr bool is_optional_v<std::optional<T>> = true;
 template <class Op, std::size_t I, class T, class U>
 T to_field(const U& v) {
   if constexpr (!converts_v<T, U>) {
-    static_assert(always_false_v<U>,
+    static_assert(::tracemod::detail::always_false_v<U>,
                   "tracemod: a positional argument of a functional op has a type its param cannot take: pass an "
                   "integer for int64 params and (h, w) pairs, {h, w} for a pair, true/false for flags, a number for "
                   "doubles, tmod::none or a value for optional params, {a, b, ...} for int lists (the params are the "
@@ -200,7 +201,7 @@ struct positional_arg {
     if constexpr (is_pair_field_v<T> && integer_value<H> && integer_value<W>)
       value = pair2(to_int64<Op, I>(h), to_int64<Op, I>(w));
     else
-      static_assert(always_false_v<H, W>,
+      static_assert(::tracemod::detail::always_false_v<H, W>,
                     "tracemod: a braced pair {h, w} is a positional argument only for a (height, width) param such "
                     "as kernel_size, stride or padding, and takes two integers");
   }
@@ -293,7 +294,7 @@ struct call_form_set<Op, std::index_sequence<K...>> : call_form<Op, K>... {
   template <class... A, class O = Op>
     requires(!count_fits(call_shape_v<O>, sizeof...(A), params_last<O, A...>()))
   no_call_form operator()(const A&...) const {
-    static_assert(always_false_v<A...>,
+    static_assert(::tracemod::detail::always_false_v<A...>,
                   "tracemod: a functional op was called with the wrong number of arguments: pass its tensor "
                   "operands in order, then at most as many positional params as it has (in the order of its "
                   "`fields`; required ones such as kernel_size first), optionally followed by its params struct: "

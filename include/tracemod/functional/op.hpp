@@ -28,6 +28,7 @@
 #include <tracemod/core/dtype.hpp>
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/extern_template.hpp>
+#include <tracemod/core/meta.hpp>
 #include <tracemod/core/none.hpp>
 #include <tracemod/core/tensor.hpp>
 #include <tracemod/functional/params.hpp>
@@ -191,11 +192,6 @@ template <class T>
 concept eager_operand = std::derived_from<std::remove_cvref_t<T>, Tensor> || std::same_as<std::remove_cvref_t<T>, none_t> ||
                         scalar_operand<T> || tensor_sequence<T>;
 
-namespace detail {
-template <class...>
-inline constexpr bool always_false_v = false;
-}  // namespace detail
-
 /// Whether each argument suits the operand kind it is passed for (a number is no tensor, and
 /// tmod::none is only for optional tensors).
 template <class Op, class... A>
@@ -226,7 +222,7 @@ struct op_base : call_forms<Op> {
     } else if constexpr (requires { tracemod_apply(Op{}, params, args...); }) {
       return tracemod_apply(Op{}, params, args...);
     } else {
-      static_assert(detail::always_false_v<A...>,
+      static_assert(::tracemod::detail::always_false_v<A...>,
                     "tracemod: every tensor argument of a functional op must be a tmod::Tensor, a symbolic "
                     "expression from tmod::symbolic_trace, or a tmod::Sym (numbers are allowed where the op "
                     "takes a scalar); convert the offending argument or call the op with the right operand");

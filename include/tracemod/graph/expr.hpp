@@ -9,6 +9,7 @@
 #include <tracemod/functional/registry.hpp>
 #include <tracemod/graph/node.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -70,11 +71,24 @@ class Expr {
   [[nodiscard]] std::vector<std::pair<std::string, CallArg>> named_args() const;
   /// The constant (non-node) arguments with their positions in args() then kwargs().
   [[nodiscard]] std::vector<std::pair<std::size_t, Value>> const_val() const;
+  /// How operand `i` of an op call is bound: a tensor input, a list of inputs (indices into
+  /// inputs()), none, or a constant (a scalar for a well-formed call).
+  struct Operand {
+    functional::erased_operand::kind kind = functional::erased_operand::kind::none;
+    std::span<const std::size_t> inputs{};
+    const Value* constant = nullptr;  // none and scalar operands
+  };
+  [[nodiscard]] Operand operand(std::size_t i) const;
+  /// An op call's params in canonical order: positional ones, then keyword-only ones (empty for
+  /// other exprs).
+  [[nodiscard]] std::vector<Value> params() const;
 
   /// Constant: the value (a tensor), or null module.
   [[nodiscard]] const Tensor& const_tensor() const noexcept { return const_tensor_; }
   [[nodiscard]] const Module* const_module() const noexcept { return const_module_.get(); }
 
+  /// The module a module call calls; null for other exprs or when it cannot be resolved.
+  [[nodiscard]] Module* callee() const;
   /// The callee sub-graph of a call of a user (traced) module for this call's arguments; null for
   /// builtin modules, tensor methods and functions.
   [[nodiscard]] Graph* graph() const;
@@ -92,7 +106,7 @@ class Expr {
  private:
   friend class Graph;
   friend class ExecutionPlan;
-  friend struct expr_access;
+  friend class IdAllocator;
 
   /// How an argument is rebuilt from inputs_ and constants.
   struct Slot {
@@ -108,7 +122,7 @@ class Expr {
   Node* add_output(std::unique_ptr<Node> n);
   /// The params of an op call, built from the constant slots (cached).
   const void* op_params() const;
-  void invalidate_params() { params_.reset(); }
+  void invalidate_params() { params_.store(nullptr); }
 
   ExprKind kind_;
   Graph* graph_;
@@ -122,7 +136,8 @@ class Expr {
   std::string signature_;
   Tensor const_tensor_;
   std::shared_ptr<const Module> const_module_;
-  mutable functional::erased_params params_;
+  // Built on first use, possibly by concurrent runs: the first one stored is kept.
+  mutable std::atomic<functional::erased_params> params_;
 };
 
 }  // namespace tracemod::graph

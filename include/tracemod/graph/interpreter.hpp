@@ -89,21 +89,14 @@ class ExecutionPlan {
       if (e.op() != nullptr) {
         s.op = e.op();
         s.params = e.op_params();
-        for (const Expr::Slot& a : e.args_) {
-          if (s.operands.size() == s.op->operands.size()) break;
+        for (std::size_t i = 0; i < s.op->operands.size(); ++i) {
+          const Expr::Operand b = e.operand(i);
           Operand o;
-          if (a.kind == Expr::Slot::Kind::node) {
-            o.kind = functional::erased_operand::kind::tensor;
-            o.slot = s.in[a.inputs.front()];
-          } else if (a.kind == Expr::Slot::Kind::node_list) {
-            o.kind = functional::erased_operand::kind::list;
-            for (std::size_t i : a.inputs) o.list.push_back(s.in[i]);
-          } else if (a.value.is_none()) {
-            o.kind = functional::erased_operand::kind::none;
-          } else {
-            o.kind = functional::erased_operand::kind::scalar;
-            o.scalar = a.value.number();
-          }
+          o.kind = b.kind;
+          if (b.kind == functional::erased_operand::kind::tensor) o.slot = s.in[b.inputs.front()];
+          if (b.kind == functional::erased_operand::kind::list)
+            for (std::size_t j : b.inputs) o.list.push_back(s.in[j]);
+          if (b.kind == functional::erased_operand::kind::scalar) o.scalar = b.constant->number();
           s.operands.push_back(std::move(o));
         }
       }
@@ -377,21 +370,14 @@ inline std::vector<NodeValue> Expr::interpret(std::span<const NodeValue> in) con
   std::vector<functional::erased_operand> ops(op_->operands.size());
   std::vector<std::vector<Tensor>> lists(op_->operands.size());
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    const Slot& a = args_[i];
-    using k = functional::erased_operand::kind;
-    if (a.kind == Slot::Kind::node) {
-      ops[i].k = k::tensor;
-      ops[i].tensor = &tensor_at(a.inputs.front());
-    } else if (a.kind == Slot::Kind::node_list) {
-      for (std::size_t j : a.inputs) lists[i].push_back(tensor_at(j));
-      ops[i].k = k::list;
+    const Operand b = operand(i);
+    ops[i].k = b.kind;
+    if (b.kind == functional::erased_operand::kind::tensor) ops[i].tensor = &tensor_at(b.inputs.front());
+    if (b.kind == functional::erased_operand::kind::list) {
+      for (std::size_t j : b.inputs) lists[i].push_back(tensor_at(j));
       ops[i].list = lists[i];
-    } else if (a.value.is_none()) {
-      ops[i].k = k::none;
-    } else {
-      ops[i].k = k::scalar;
-      ops[i].scalar = a.value.number();
     }
+    if (b.kind == functional::erased_operand::kind::scalar) ops[i].scalar = b.constant->number();
   }
   return {NodeValue(Value(op_->call(op_params(), ops)))};
 }

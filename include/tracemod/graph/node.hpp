@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tracemod {
@@ -45,6 +46,8 @@ class Node {
 
   /// Renames the node within its graph's namespace; throws graph_error if the name is taken.
   void set_name(const std::string& name);
+  /// Sets the qualname (informative only: loading restores the saved one).
+  void set_qualname(std::string qualname) { qualname_ = std::move(qualname); }
 
  protected:
   Node(Kind k, Graph* g, std::string name) : kind_(k), graph_(g), name_(std::move(name)) {}
@@ -54,7 +57,7 @@ class Node {
   friend class Graph;
   friend class ModuleNode;
   friend class TensorNode;
-  friend struct node_access;
+  friend class IdAllocator;
 
   Kind kind_;
   Graph* graph_;

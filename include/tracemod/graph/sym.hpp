@@ -10,6 +10,7 @@
 
 #include <tracemod/core/constant_scalar.hpp>
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/meta.hpp>
 #include <tracemod/core/none.hpp>
 #include <tracemod/functional/registry.hpp>
 #include <tracemod/functional/tensor_methods.hpp>
@@ -102,7 +103,7 @@ Value constant_value(const A& a) {
   else if constexpr (std::same_as<A, Value>)
     return a;
   else
-    static_assert(functional::detail::always_false_v<A>,
+    static_assert(::tracemod::detail::always_false_v<A>,
                   "tmod::Sym: a non-tensor argument of a recorded call must be a number, bool, string, "
                   "tmod::none or tmod::Value");
 }

@@ -389,10 +389,10 @@ class Reader {
   void restore(graph::Node& n, const json& j, node_map& nodes) const {
     const std::string name = string(j, "name");
     if (n.name() != name) n.set_name(name);  // graph_error if taken or invalid
-    graph::node_access::qualname(n) = string(j, "q");
+    n.set_qualname(string(j, "q"));
     const std::int64_t id = integer(j, "id");
     if (!nodes.emplace(id, &n).second) fail("node id %" + std::to_string(id) + " is defined twice");
-    graph::node_access::set_id(n, id);
+    graph::IdAllocator::assign(n, id);
     if (n.is_tensor()) static_cast<graph::TensorNode&>(n).set_qparams(qparams(j));
   }
 
@@ -457,7 +457,7 @@ class Reader {
         n = g.add_tensor_input(string(j, "name"), shape(j, dt), dt);
       }
       restore(*n, j, nodes);
-      graph::expr_access::set_id(*n->expr(), integer(j, "expr"));
+      graph::IdAllocator::assign(*n->expr(), integer(j, "expr"));
     }
     for (const json& saved : array(gj, "exprs")) {
       if (saved.is_object() && saved.value("kind", "") == "op" && saved.contains("target") && saved["target"].is_string()) {
@@ -541,7 +541,7 @@ class Reader {
     }
     if (made->is_module_call())
       if (const std::string why = module_call_problem(*made); !why.empty()) fail(why);
-    graph::expr_access::set_id(*made, id);
+    graph::IdAllocator::assign(*made, id);
     return made;
   }
 

@@ -147,11 +147,9 @@ inline void number_inserted(TracedModule& root, const std::vector<TracedModule*>
         next_expr = std::max(next_expr, e->id() + 1);
         for (const graph::Node* n : e->outputs()) next_node = std::max(next_node, n->id() + 1);
       }
-  for (graph::Expr* e : inserted) {
-    graph::expr_access::set_id(*e, next_expr++);
-    for (graph::Node* n : e->outputs()) graph::node_access::set_id(*n, next_node++);
-  }
-  root.set_total_ids({next_node, next_expr});
+  graph::IdAllocator ids({next_node, next_expr});
+  for (graph::Expr* e : inserted) ids.number(*e);
+  root.set_total_ids(ids.next());
 }
 
 }  // namespace tracemod::io::detail

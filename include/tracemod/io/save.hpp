@@ -168,8 +168,7 @@ class Writer {
           j["target"] = op.target;
           json a = json::array(), p = json::array();
           for (std::size_t i = 0; i < op.operands.size(); ++i) a.push_back(arg(args[i]));
-          for (std::size_t i = op.operands.size(); i < args.size(); ++i) p.push_back(value(std::get<Value>(args[i])));
-          for (const auto& kv : graph::expr_access::kwargs(e)) p.push_back(value(kv.second.value));
+          for (const Value& v : e.params()) p.push_back(value(v));
           j["args"] = std::move(a);
           j["params"] = std::move(p);
         }

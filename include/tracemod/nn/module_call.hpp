@@ -9,6 +9,7 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/meta.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/nn/module.hpp>
 
@@ -113,14 +114,14 @@ decltype(auto) call_module(const M& module, const A&... args) {
     if constexpr (requires { module.forward(args...); }) {
       return eager_forward(module, args...);
     } else {
-      static_assert(functional::detail::always_false_v<M, A...>,
+      static_assert(::tracemod::detail::always_false_v<M, A...>,
                     "tracemod: the module's forward cannot be called with these arguments; declare it as a const "
                     "member, e.g. `auto forward(const auto& x) const`, taking the arguments the module is called with");
     }
   } else if constexpr (requires { tracemod_call_module(module, args...); }) {
     return tracemod_call_module(module, args...);
   } else {
-    static_assert(functional::detail::always_false_v<M, A...>,
+    static_assert(::tracemod::detail::always_false_v<M, A...>,
                   "tracemod: every tensor argument of a module call must be a tmod::Tensor, a symbolic expression "
                   "from tmod::symbolic_trace, or a tmod::Sym (numbers are allowed where forward takes them); "
                   "convert the offending argument");

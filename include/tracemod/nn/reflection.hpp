@@ -27,6 +27,7 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/meta.hpp>
 #include <tracemod/core/none.hpp>
 #include <tracemod/nn/builtin_registration.hpp>
 #include <tracemod/nn/member_kind.hpp>
@@ -156,7 +157,7 @@ constexpr auto members_of() {
   if constexpr (reflected_module<T>) {
     return T::tracemod_members();
   } else {
-    static_assert(functional::detail::always_false_v<T>,
+    static_assert(::tracemod::detail::always_false_v<T>,
                   "tmod::members_of<T>: T must be a module class that declares TM_MODULE(T, ...)");
     return boost::hana::tuple<>{};
   }

@@ -29,11 +29,6 @@ inline std::string where(const graph::Expr& e) {
   return "%" + std::to_string(e.id()) + " (" + (e.is_module_call() ? e.inputs()[0]->name() : e.target()) + ")";
 }
 
-/// The builtin module a module call runs, or nullptr.
-inline const Module* callee_of(const graph::Expr& e) {
-  return static_cast<const graph::ModuleNode*>(e.inputs()[0])->owner();
-}
-
 /// The attribute path of a module or tensor node made by getattr ("layer1.0.conv1").
 inline std::string path_of(const graph::Node& n) {
   const graph::Expr* e = n.expr();
@@ -47,7 +42,7 @@ inline std::vector<std::string> unmapped(const graph::Graph& g) {
     const graph::Expr& e = *up;
     if (!e.is_call()) continue;
     if (e.is_module_call()) {
-      const Module* m = callee_of(e);
+      const Module* m = e.callee();
       if (m == nullptr) {
         out.push_back(where(e) + ": the called module is missing");
       } else if (module_rule(m->type_name()) == nullptr) {
@@ -158,7 +153,7 @@ inline void set_value_info(proto::ValueInfoProto& v, const std::string& name, co
         const std::vector<graph::CallArg> args = e.args();
         if (e.is_module_call()) {
           for (std::size_t i = 1; i < args.size(); ++i) c.in.push_back(operand(args[i]));
-          const Module& m = *callee_of(e);
+          const Module& m = *e.callee();
           export_module(em, m, path_of(*e.inputs()[0]), c);
         } else {
           for (std::size_t i = 0; i < e.op()->operands.size(); ++i) c.in.push_back(operand(args[i]));

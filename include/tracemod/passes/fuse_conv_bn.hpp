@@ -52,7 +52,7 @@ struct conv_bn_patterns {
 inline std::optional<functional::batch_norm_stats> stats_of(const graph::Expr& bn) {
   functional::batch_norm_stats s;
   if (bn.is_module_call()) {
-    const auto* m = dynamic_cast<const nn::BatchNorm2d*>(callee_of(bn));
+    const auto* m = dynamic_cast<const nn::BatchNorm2d*>(bn.callee());
     if (m == nullptr) return std::nullopt;
     s.mean = &m->running_mean;
     s.var = &m->running_var;
@@ -83,7 +83,7 @@ inline graph::Expr* fuse_conv_bn(graph::Graph& g, graph::Expr& bn) {
   const std::optional<functional::batch_norm_stats> stats = detail::stats_of(bn);
   if (!stats) return nullptr;
   if (conv.is_module_call()) {
-    const auto* original = dynamic_cast<const nn::Conv2d*>(callee_of(conv));
+    const auto* original = dynamic_cast<const nn::Conv2d*>(conv.callee());
     if (original == nullptr || !functional::stats_fit(*stats, original->out_channels)) return nullptr;
     auto [w, b] = functional::fold_conv_bn(original->weight, original->bias, *stats);
     nn::Conv2d* target = private_callee<nn::Conv2d>(g, conv);

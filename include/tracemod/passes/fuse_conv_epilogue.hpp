@@ -82,7 +82,7 @@ inline graph::Node* weight_operand(Builder& b, const graph::Expr& conv, const Te
 inline std::pair<std::vector<graph::CallArg>, std::vector<Value>> conv_operands(Builder& b, const graph::Expr& conv) {
   const auto tensor_input = [&](std::size_t i) { return static_cast<graph::Node*>(conv.inputs()[i]); };
   if (conv.is_module_call()) {
-    const auto* m = dynamic_cast<const nn::Conv2d*>(callee_of(conv));
+    const auto* m = dynamic_cast<const nn::Conv2d*>(conv.callee());
     const std::string name = conv.inputs().front()->name();
     graph::Node* w = weight_operand(b, conv, m->weight, {m->stride, m->padding, m->dilation, m->groups}, nullptr,
                                     name + "_weight");
@@ -118,7 +118,7 @@ inline graph::Expr* fuse_conv_epilogue(graph::Graph& g, graph::Expr& root) {
     }
   if (matched == nullptr) return nullptr;
   const graph::Expr& conv = *m[patterns.conv];
-  if (conv.is_module_call() && dynamic_cast<const nn::Conv2d*>(callee_of(conv)) == nullptr) return nullptr;
+  if (conv.is_module_call() && dynamic_cast<const nn::Conv2d*>(conv.callee()) == nullptr) return nullptr;
   const auto* conv_out = static_cast<const graph::TensorNode*>(conv.output());
   graph::CallArg z = Value();
   if (matched->residual) {

@@ -67,14 +67,14 @@ inline Tensor map_tensor(const Tensor& t, const std::function<double(double)>& f
 /// Records new exprs right before `before`, numbering them after the hierarchy's last ids.
 class Builder {
  public:
-  Builder(graph::Graph& g, const graph::Expr& before) : g_(g), next_(graph::detail::next_ids(g)) {
+  Builder(graph::Graph& g, const graph::Expr& before) : g_(g), ids_(graph::IdAllocator::for_hierarchy(g)) {
     g_.set_insert_point(g_.iterator_of(&before));
   }
   Builder(const Builder&) = delete;
   Builder& operator=(const Builder&) = delete;
   ~Builder() {
     g_.reset_insert_point();
-    graph::detail::set_next_ids(g_, next_);
+    ids_.commit(g_);
   }
 
   graph::TensorNode* constant(const Tensor& t, std::string_view name = "const_tensor") {
@@ -103,13 +103,12 @@ class Builder {
 
  private:
   graph::Expr* number(graph::Expr* e) {
-    graph::expr_access::set_id(*e, next_.second++);
-    for (graph::Node* n : e->outputs()) graph::node_access::set_id(*n, next_.first++);
+    ids_.number(*e);
     return e;
   }
 
   graph::Graph& g_;
-  std::pair<std::int64_t, std::int64_t> next_;
+  graph::IdAllocator ids_;
 };
 
 /// replace_and_erase when `to` has `from`'s shape (a rewrite never changes a node's shape: its
@@ -124,22 +123,16 @@ inline graph::Expr* replace_if_same_shape(graph::Graph& g, graph::Node* from, gr
   return to->expr();
 }
 
-/// The module a module call calls (null if it cannot be resolved).
-inline Module* callee_of(const graph::Expr& call) {
-  if (!call.is_module_call()) return nullptr;
-  return static_cast<const graph::ModuleNode*>(call.inputs().front())->owner();
-}
-
 /// The module `call` calls, private to this call site: the module itself when no other call of the
 /// graph calls it, else a copy stored next to it as `<path>_<k>` (MegEngine's naming) and fetched by
 /// a new getattr that this call now uses. Returns null when the callee cannot be resolved.
 template <class M>
 M* private_callee(graph::Graph& g, graph::Expr& call) {
-  auto* m = dynamic_cast<M*>(callee_of(call));
+  auto* m = dynamic_cast<M*>(call.callee());
   if (m == nullptr) return nullptr;
   std::size_t calls = 0;
   for (const auto& e : g.expr_list_())
-    if (e->is_module_call() && callee_of(*e) == m) ++calls;
+    if (e->is_module_call() && e->callee() == m) ++calls;
   if (calls <= 1) return m;
   auto* node = static_cast<graph::ModuleNode*>(call.inputs().front());
   const graph::Expr* getattr = node->expr();

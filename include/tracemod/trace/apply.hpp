@@ -3,6 +3,7 @@
 // the tensor operators of symbolic tensors.
 #pragma once
 
+#include <tracemod/core/meta.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/functional/tensor_methods.hpp>
 #include <tracemod/nn/parameter.hpp>
@@ -211,7 +212,7 @@ using tracemod::operator/;
   template <class A, class B>                                                                                  \
     requires(symbolic<A> || symbolic<B>)                                                                       \
   bool operator op(const A&, const B&) {                                                                       \
-    static_assert(detail::always_false_v<A, B>,                                                                \
+    static_assert(::tracemod::detail::always_false_v<A, B>,                                                                \
                   "tmod::symbolic_trace: a comparison (==, <, ...) of symbolic tensors gives no bool while "           \
                   "tracing; use F::maximum/F::minimum/F::relu, or the run-time tracer for data-dependent "             \
                   "control flow");                                                                                     \

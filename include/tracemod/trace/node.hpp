@@ -18,6 +18,7 @@
 #pragma once
 
 #include <tracemod/core/constant_scalar.hpp>
+#include <tracemod/core/meta.hpp>
 #include <tracemod/core/none.hpp>
 #include <tracemod/core/shape.hpp>
 #include <tracemod/core/tensor.hpp>
@@ -36,7 +37,6 @@ namespace tracemod::trace {
 enum class node_kind : std::uint8_t { input, get_attr, constant, call_function, call_method, call_module, output };
 
 namespace detail {
-using functional::detail::always_false_v;
 
 template <class T>
 inline constexpr bool is_tuple_v = false;
@@ -52,7 +52,7 @@ inline constexpr bool is_tuple_v<std::tuple<T...>> = true;
 struct node_base {
   template <class T = void>
   explicit operator bool() const {
-    static_assert(detail::always_false_v<T>,
+    static_assert(::tracemod::detail::always_false_v<T>,
                   "tmod::symbolic_trace: a symbolic tensor has no value while tracing, so it cannot decide a "
                   "branch (if/while/bool). Use tensor ops (F::maximum, F::relu, ...) or branch on a non-tensor "
                   "value; the run-time tracer handles data-dependent control flow");
@@ -61,7 +61,7 @@ struct node_base {
 
   template <class T>
   void operator=(const T&) {
-    static_assert(detail::always_false_v<T>,
+    static_assert(::tracemod::detail::always_false_v<T>,
                   "tmod::symbolic_trace: a variable holding a symbolic tensor cannot be reassigned, because "
                   "every traced operation has a type of its own. Name each result (auto y = x + 1.f) or use "
                   "the run-time tracer");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/meta.hpp>
 #include <tracemod/trace/evaluate.hpp>
 #include <tracemod/trace/node.hpp>
 
@@ -48,7 +49,7 @@ auto normalize_output(R&& r) {
         },
         std::forward<R>(r));
   } else {
-    static_assert(always_false_v<T>,
+    static_assert(::tracemod::detail::always_false_v<T>,
                   "tmod::symbolic_trace: forward must return a tensor computed from its symbolic inputs, or a "
                   "std::tuple/std::pair of them (a tensor that does not depend on the inputs is not traceable)");
   }

@@ -1,5 +1,5 @@
-// Graph surgery (MegEngine's InternalGraph.insert_exprs, replace_node, add_input_node,
-// add_output_node, reset_outputs): editing a traced graph in place.
+// Recording new exprs into a traced graph (MegEngine's InternalGraph.insert_exprs) and the module
+// getattrs and calls made inside the scope. The other surgery functions are graph/surgery.hpp's.
 //
 // Inside an insert_exprs scope, nodes taken as tmod::Sym record new exprs exactly as trace_module
 // does (the same ADL hooks of every functional op and tensor operator); module nodes are read with
@@ -31,70 +31,8 @@
 
 namespace tracemod::graph {
 
-/// Access to a graph's expr list for the splicing surgery does.
-struct graph_access {
-  static Graph::expr_list& exprs(Graph& g) noexcept { return g.exprs_; }
-};
 
 namespace detail {
-
-inline Graph& root_graph(Graph& g) noexcept {
-  Graph* r = &g;
-  while (r->top_graph() != nullptr) r = r->top_graph();
-  return *r;
-}
-
-/// Debug builds verify every invariant of the whole hierarchy after each surgery call.
-inline void check_after_surgery([[maybe_unused]] Graph& g) {
-#ifndef NDEBUG
-  check(root_graph(g));
-#endif
-}
-
-/// The next (node id, expr id) of the hierarchy `g` belongs to: the top traced module's count
-/// (MegEngine's _total_ids, O(1)) when it is consistent with `g`, else a scan of the hierarchy.
-inline std::pair<std::int64_t, std::int64_t> next_ids(Graph& g) {
-  auto* top = dynamic_cast<TracedModule*>(root_graph(g).owner());
-  std::int64_t local_node = -1, local_expr = -1;
-  for (const Expr* e : g.exprs(false)) {
-    local_expr = std::max(local_expr, e->id());
-    for (const Node* n : e->outputs()) local_node = std::max(local_node, n->id());
-  }
-  if (top != nullptr && top->is_top() && top->total_ids().first > local_node && top->total_ids().second > local_expr)
-    return top->total_ids();
-  std::int64_t next_node = 0, next_expr = 0;
-  for (const Expr* e : root_graph(g).exprs(true)) {
-    next_expr = std::max(next_expr, e->id() + 1);
-    for (const Node* n : e->outputs()) next_node = std::max(next_node, n->id() + 1);
-  }
-  return {next_node, next_expr};
-}
-
-/// Records the ids handed out in the top traced module's count.
-inline void set_next_ids(Graph& g, std::pair<std::int64_t, std::int64_t> next) {
-  if (auto* top = dynamic_cast<TracedModule*>(root_graph(g).owner()); top != nullptr && top->is_top())
-    top->set_total_ids(next);
-}
-
-/// Throws graph_error unless `n` is a node of `g`.
-inline void require_node_of(const Graph& g, const Node* n, std::string_view what) {
-  if (n == nullptr) throw graph_error(std::string(what) + ": a node is null");
-  if (n->top_graph() != &g)
-    throw graph_error(std::string(what) + ": node '" + n->name() + "' (%" + std::to_string(n->id()) + ") belongs to " +
-                      n->top_graph()->name() + ".Graph, not to " + g.name() + ".Graph");
-}
-
-/// Throws graph_error naming the tensor node when `n` is a module node: graph outputs are tensors.
-inline void require_tensor_output(const Node* n, std::string_view what) {
-  if (!n->is_tensor())
-    throw graph_error(std::string(what) + ": node '" + n->name() + "' (%" + std::to_string(n->id()) + ") is a " +
-                      static_cast<const ModuleNode*>(n)->module_type() + " module node; graph outputs are tensor nodes");
-}
-
-inline std::string shape_text(const Node* n) {
-  const auto* t = static_cast<const TensorNode*>(n);
-  return t->shape().to_string() + " " + std::string(dtype_name(t->dtype()));
-}
 
 /// The tensor arguments of a call of traced graph `sub` must have the shapes and dtypes its inputs
 /// were traced with: its exprs were recorded (and its output shapes inferred) for those.
@@ -110,13 +48,6 @@ inline void require_traced_inputs(const Graph& sub, const std::vector<CallArg>& 
       throw graph_error("call: argument '" + got->name() + "' of " + callee + " is " + shape_text(got) + ", but " +
                         sub.name() + ".Graph's input '" + want->name() + "' was traced with " + shape_text(want));
   }
-}
-
-/// Input and output surgery changes the module's call interface: only the top graph's is free.
-inline void require_top_graph(const Graph& g, std::string_view what) {
-  if (g.top_graph() != nullptr)
-    throw graph_error(std::string(what) + " only supports the top graph; " + g.name() + ".Graph is called from " +
-                      g.top_graph()->name() + ".Graph");
 }
 
 }  // namespace detail
@@ -142,7 +73,7 @@ class InsertScope final : private ModuleTracer {
     if (Recorder::records_into(g))
       throw graph_error("insert_exprs: " + g.name() + ".Graph is already recording (an insert_exprs scope on it is " +
                         "still open); end that scope first");
-    auto& list = graph_access::exprs(g);
+    auto& list = g.exprs_;
     if (!list.empty()) last_old_ = std::prev(list.end());
     g.reset_insert_point();  // record at the end; moved into place on exit
     // No index: the recorder asks index_of for one when a module is called (most scopes never do).
@@ -162,7 +93,7 @@ class InsertScope final : private ModuleTracer {
 
  private:
   Graph::expr_list::iterator first_new() {
-    auto& list = graph_access::exprs(graph_);
+    auto& list = graph_.exprs_;
     return last_old_ ? std::next(*last_old_) : list.begin();
   }
 
@@ -211,17 +142,9 @@ class InsertScope final : private ModuleTracer {
   void rollback() noexcept {
     for (const Graph* sub : new_graphs_)
       if (sub->top_graph() == &graph_) graph_.names().release(sub->name());
-    auto& list = graph_access::exprs(graph_);
+    auto& list = graph_.exprs_;
     // Last first: a new expr's outputs are used by later new exprs only.
-    while (first_new() != list.end()) {
-      Expr* e = list.back().get();
-      for (Node* in : e->inputs()) {
-        auto& users = node_access::users(*in);
-        users.erase(std::find(users.begin(), users.end(), e));
-      }
-      for (Node* out : e->outputs()) graph_.names().release(out->name());
-      list.pop_back();
-    }
+    while (first_new() != list.end()) graph_.detach(std::prev(list.end()));
     graph_.changed();
   }
 
@@ -230,7 +153,7 @@ class InsertScope final : private ModuleTracer {
     // compiled as trace_module compiles every graph).
     for (auto& [path, tree] : converted_) graph_.owner()->setattr(path, std::unique_ptr<Module>(std::move(tree)));
     for (Graph* sub : new_graphs_) sub->compile();
-    auto& list = graph_access::exprs(graph_);
+    auto& list = graph_.exprs_;
     const auto first = first_new();
     if (first == list.end()) return;
     std::unordered_set<const Expr*> fresh;
@@ -249,18 +172,12 @@ class InsertScope final : private ModuleTracer {
     if (at) where = std::next(list.begin(), static_cast<std::ptrdiff_t>(*at) + 1);
     if (where != first) list.splice(where, list, first, list.end());
     // Ids continue from the hierarchy's current count.
-    auto [next_node, next_expr] = detail::next_ids(graph_);
+    IdAllocator ids = IdAllocator::for_hierarchy(graph_);
     for (const auto& up : list)
-      if (fresh.count(up.get()) != 0) {
-        expr_access::set_id(*up, next_expr++);
-        for (Node* n : up->outputs()) node_access::set_id(*n, next_node++);
-      }
+      if (fresh.count(up.get()) != 0) ids.number(*up);
     for (const Graph* sub : new_graphs_)
-      for (Expr* e : sub->exprs(false)) {
-        expr_access::set_id(*e, next_expr++);
-        for (Node* n : e->outputs()) node_access::set_id(*n, next_node++);
-      }
-    detail::set_next_ids(graph_, {next_node, next_expr});
+      for (Expr* e : sub->exprs(false)) ids.number(*e);
+    ids.commit(graph_);
     graph_.changed();
     // A broken invariant here is a bug of this file: debug builds stop on it (the destructor
     // cannot throw).
@@ -348,178 +265,5 @@ Sym call(const Sym& module, const A&... args) {
   }
   return Sym(g.create_module_call(callee, call_args, signature, outs)->output());
 }
-
-/// MegEngine's replace_node: for each (old, new) pair, the users of `old` that come after the
-/// producer of `new` (and that `new` does not depend on) use `new` instead, and outputs equal to
-/// `old` become `new`. Nothing is deleted (compile() does). Every pair is checked before anything
-/// changes: both nodes of `g`, of the same kind.
-inline void replace_node(Graph& g, const std::vector<std::pair<Node*, Node*>>& repl) {
-  for (const auto& [from, to] : repl) {
-    detail::require_node_of(g, from, "replace_node");
-    detail::require_node_of(g, to, "replace_node");
-    if (from->kind() != to->kind())
-      throw graph_error("replace_node: node '" + from->name() + "' is a " + (from->is_tensor() ? "tensor" : "module") +
-                        " node but its replacement '" + to->name() + "' is not");
-    // Users were recorded (their output shapes inferred) for the old node's shape and dtype, and so
-    // were the calls of a sub-graph; only the top graph's outputs may change shape.
-    const bool used = !node_access::users(*from).empty();
-    if (from->is_tensor() && (used || g.top_graph() != nullptr) && detail::shape_text(from) != detail::shape_text(to))
-      throw graph_error("replace_node: node '" + from->name() + "' is " + detail::shape_text(from) +
-                        " but its replacement '" + to->name() + "' is " + detail::shape_text(to) +
-                        (used ? std::string()
-                              : " (in " + g.name() + ".Graph, whose callers were recorded for its old shapes)"));
-  }
-  for (const auto& [from, to] : repl) {
-    // Exprs `to` depends on: rewiring them would make a cycle.
-    std::unordered_set<const Expr*> deps;
-    std::vector<const Node*> work{to};
-    while (!work.empty()) {
-      const Expr* p = work.back()->expr();
-      work.pop_back();
-      if (p == nullptr || p->kind() == ExprKind::input || !deps.insert(p).second) continue;
-      for (const Node* in : p->inputs()) work.push_back(in);
-    }
-    const Expr* producer = to->expr();
-    const bool from_input = producer->kind() == ExprKind::input;
-    const std::size_t index = from_input ? 0 : g.position(producer);
-    std::vector<Expr*> users = node_access::users(*from);
-    users.erase(std::unique(users.begin(), users.end()), users.end());
-    for (Expr* u : users) {
-      if (!from_input && g.position(u) <= index) continue;
-      if (deps.count(u) != 0) continue;
-      for (Node*& in : expr_access::inputs(*u))
-        if (in == from) {
-          in = to;
-          auto& fu = node_access::users(*from);
-          fu.erase(std::find(fu.begin(), fu.end(), u));
-          node_access::users(*to).push_back(u);
-        }
-    }
-    NodeTree tree = g.output_tree();
-    tree.replace(from, to);
-    g.set_outputs(std::move(tree));
-  }
-  g.changed();
-  detail::check_after_surgery(g);
-}
-
-/// Replaces every argument of a functional or tensor-method call (MegEngine's set_args_kwargs):
-/// `args` are positional (operands, then positional params), `kwargs` name operands or params;
-/// params left out take their defaults. The new operands must be nodes of the expr's graph produced
-/// before it, and the output's shape and dtype must stay as they are (its users were recorded with
-/// them). A module call's arguments select its callee graph, so it is refused.
-inline void set_args_kwargs(Expr& e, const std::vector<CallArg>& args,
-                            const std::vector<std::pair<std::string, CallArg>>& kwargs = {}) {
-  const std::string where = "set_args_kwargs(%" + std::to_string(e.id()) + " " + e.target() + ")";
-  if (e.op() == nullptr)
-    throw graph_error(where + ": only functional and tensor-method calls can take new arguments" +
-                      (e.is_module_call() ? std::string("; a module call's arguments select its callee graph") : ""));
-  const functional::op_entry& op = *e.op();
-  Graph& g = *e.top_graph();
-  const std::size_t n_operands = op.operands.size();
-  if (args.size() > n_operands + op.positional_param_count())
-    throw graph_error(where + ": " + std::to_string(args.size()) + " positional arguments, at most " +
-                      std::to_string(n_operands + op.positional_param_count()));
-  std::vector<std::optional<CallArg>> canon(n_operands + op.params.size());
-  for (std::size_t i = 0; i < args.size(); ++i) canon[i] = args[i];
-  for (const auto& [key, value] : kwargs) {
-    std::size_t i = 0;
-    while (i < canon.size() && (i < n_operands ? op.operands[i].name : std::string_view(op.params[i - n_operands].name)) != key) ++i;
-    if (i == canon.size()) throw graph_error(where + ": no argument named '" + key + "'");
-    if (canon[i]) throw graph_error(where + ": argument '" + key + "' is given twice");
-    canon[i] = value;
-  }
-  std::vector<CallArg> operands;
-  std::vector<Value> params;
-  for (std::size_t i = 0; i < canon.size(); ++i) {
-    if (i < n_operands) {
-      if (!canon[i]) throw graph_error(where + ": operand '" + std::string(op.operands[i].name) + "' is missing");
-      operands.push_back(*canon[i]);
-    } else if (!canon[i]) {
-      params.push_back(op.params[i - n_operands].default_value);
-    } else if (const Value* v = std::get_if<Value>(&*canon[i])) {
-      params.push_back(*v);
-    } else {
-      throw graph_error(where + ": parameter '" + op.params[i - n_operands].name + "' must be a constant, not a node");
-    }
-  }
-  for (const CallArg& a : operands) {
-    std::vector<Node*> nodes;
-    if (const auto* n = std::get_if<Node*>(&a)) nodes.push_back(*n);
-    if (const auto* l = std::get_if<std::vector<Node*>>(&a)) nodes = *l;
-    for (const Node* n : nodes) {
-      detail::require_node_of(g, n, where);
-      const Expr* p = n->expr();
-      if (p->kind() != ExprKind::input && g.position(p) >= g.position(&e))
-        throw graph_error(where + ": node '" + n->name() + "' is produced after this expr");
-    }
-  }
-  // A scratch call validates operands and params and infers the new output; it is removed again.
-  Expr* scratch = g.create_op_call(op, operands, params);
-  const auto* before = static_cast<const TensorNode*>(e.output());
-  const auto* after = static_cast<const TensorNode*>(scratch->output());
-  if (after->shape() != before->shape() || after->dtype() != before->dtype()) {
-    const std::string why = where + ": the output would change from " + before->shape().to_string() + " to " +
-                            after->shape().to_string();
-    g.erase(scratch);
-    throw graph_error(why);
-  }
-  for (Node* in : e.inputs()) {
-    auto& users = node_access::users(*in);
-    users.erase(std::find(users.begin(), users.end(), &e));
-  }
-  for (Node* in : scratch->inputs())
-    *std::find(node_access::users(*in).begin(), node_access::users(*in).end(), scratch) = &e;
-  expr_access::inputs(e) = std::move(expr_access::inputs(*scratch));
-  expr_access::inputs(*scratch).clear();
-  expr_access::args(e) = std::move(expr_access::args(*scratch));
-  expr_access::kwargs(e) = std::move(expr_access::kwargs(*scratch));
-  expr_access::invalidate_params(e);
-  g.erase(scratch);
-  detail::check_after_surgery(g);
-}
-
-/// Adds a tensor input to the top graph: the module then takes one more argument.
-inline TensorNode* add_input_node(Graph& g, const Shape& shape, DType dtype, std::string_view name) {
-  detail::require_top_graph(g, "add_input_node");
-  auto [next_node, next_expr] = detail::next_ids(g);
-  TensorNode* n = g.add_tensor_input(name, shape, dtype);
-  node_access::set_id(*n, next_node++);
-  expr_access::set_id(*n->expr(), next_expr++);
-  detail::set_next_ids(g, {next_node, next_expr});
-  detail::check_after_surgery(g);
-  return n;
-}
-
-/// Appends an output to the top graph: the outputs become `(old outputs, node)`.
-inline void add_output_node(Graph& g, Node* n) {
-  detail::require_top_graph(g, "add_output_node");
-  detail::require_node_of(g, n, "add_output_node");
-  detail::require_tensor_output(n, "add_output_node");
-  g.set_outputs(NodeTree::tuple({g.output_tree(), NodeTree::leaf(n)}));
-  detail::check_after_surgery(g);
-}
-
-/// Replaces the top graph's outputs by a nested structure of its nodes.
-inline void reset_outputs(Graph& g, NodeTree outputs) {
-  detail::require_top_graph(g, "reset_outputs");
-  std::vector<Node*> leaves;
-  outputs.flatten(leaves);
-  for (const Node* n : leaves) {
-    detail::require_node_of(g, n, "reset_outputs");
-    detail::require_tensor_output(n, "reset_outputs");
-  }
-  g.set_outputs(std::move(outputs));
-  detail::check_after_surgery(g);
-}
-
-// DESIGN.md's member spelling of the same operations.
-inline InsertScope Graph::insert_exprs(const Expr* after) { return graph::insert_exprs(*this, after); }
-inline void Graph::replace_node(const std::vector<std::pair<Node*, Node*>>& repl) { graph::replace_node(*this, repl); }
-inline TensorNode* Graph::add_input_node(const Shape& shape, DType dtype, std::string_view name) {
-  return graph::add_input_node(*this, shape, dtype, name);
-}
-inline void Graph::add_output_node(Node* node) { graph::add_output_node(*this, node); }
-inline void Graph::reset_outputs(NodeTree outputs) { graph::reset_outputs(*this, std::move(outputs)); }
 
 }  // namespace tracemod::graph

@@ -196,8 +196,12 @@ class TracedModule final : public Module, public graph::GraphHolder {
   /// (node count, expr count) of the whole hierarchy; new ids continue from there.
   [[nodiscard]] std::pair<std::int64_t, std::int64_t> total_ids() const noexcept { return total_ids_; }
   /// Renumbers ids across the hierarchy in execution order.
-  void reset_ids() { total_ids_ = graph::reset_ids(graph()); }
+  void reset_ids() { total_ids_ = graph::IdAllocator::renumber(graph()); }
   void set_total_ids(std::pair<std::int64_t, std::int64_t> ids) noexcept { total_ids_ = ids; }
+  /// The top module's total_ids, which graph::IdAllocator reads and advances.
+  [[nodiscard]] std::pair<std::int64_t, std::int64_t>* id_count() noexcept override {
+    return is_top_ ? &total_ids_ : nullptr;
+  }
 
   /// The traced module in PyTorch's module format (its graphs print with operator<< on graph()).
   [[nodiscard]] std::unique_ptr<TracedModule> clone_traced() const { return std::make_unique<TracedModule>(*this); }
