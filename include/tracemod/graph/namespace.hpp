@@ -34,7 +34,7 @@ class NameSpace {
   void release(const std::string& name) {
     if (const auto it = used_.find(name); it != used_.end()) it->second = nullptr;
     if (const auto numbered = split_numbered(name); numbered && numbered->number >= 1) {
-      if (const auto low = lowest_free_.find(std::string(numbered->stem)); low != lowest_free_.end())
+      if (const auto low = lowest_free_.find(numbered->stem); low != lowest_free_.end())
         low->second = std::min(low->second, numbered->number);
     }
   }
@@ -91,62 +91,62 @@ class NameSpace {
 
   /// `stem_number`, the number written without leading zeros.
   struct Numbered {
-    std::string_view stem;
+    std::string stem;
     long long number;
   };
   /// `add_out_12` -> {add_out, 12}; nothing for `add_out`, `x_01` or a number past last_counted.
-  static std::optional<Numbered> split_numbered(std::string_view name) {
+  static std::optional<Numbered> split_numbered(const std::string& name) {
     const auto us = name.rfind('_');
-    if (us == std::string_view::npos || us + 1 == name.size() || name.size() - us - 1 > 18 ||
+    if (us == std::string::npos || us + 1 == name.size() || name.size() - us - 1 > 18 ||
         (name[us + 1] == '0' && us + 2 < name.size()))
       return std::nullopt;
     long long number = 0;
-    for (const char c : name.substr(us + 1)) {
-      if (std::isdigit(static_cast<unsigned char>(c)) == 0) return std::nullopt;
-      number = number * 10 + (c - '0');
+    for (std::size_t i = us + 1; i < name.size(); ++i) {
+      if (std::isdigit(static_cast<unsigned char>(name[i])) == 0) return std::nullopt;
+      number = number * 10 + (name[i] - '0');
     }
     if (number > last_counted) return std::nullopt;
     return Numbered{name.substr(0, us), number};
   }
 
-  /// The first free name of the sequence that follows `name` (taken or reserved): `bump(name)`,
-  /// `bump(bump(name))`, ... Past its first step the sequence is `stem_k` for k = first, first + 1, ...,
-  /// up to last_counted; lowest_free_[stem] is a k below which every `stem_k` (k >= 1) is taken, so the
-  /// search starts there when it may, and moves it past the name found when `claims`.
+  /// The name tried after `name`, as {stem, number}: `add_out` -> {add_out, 1}, `add_out_1` ->
+  /// {add_out, 2}, `x_01` -> {x, 2}; a suffix of 18 digits or more is not counted up.
+  static Numbered successor(const std::string& name) {
+    const auto us = name.rfind('_');
+    if (us != std::string::npos && us + 1 < name.size() && name.size() - us - 1 < 18 &&
+        std::all_of(name.begin() + static_cast<std::ptrdiff_t>(us) + 1, name.end(),
+                    [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }))
+      return {name.substr(0, us), std::stoll(name.substr(us + 1)) + 1};
+    return {name, 1};
+  }
+  /// `add_out` -> `add_out_1`, `add_out_1` -> `add_out_2`.
+  static std::string bump(const std::string& name) {
+    const Numbered next = successor(name);
+    return next.stem + '_' + std::to_string(next.number);
+  }
+
+  /// The first free name among `bump(name)`, `bump(bump(name))`, ...: `stem_k` for k = first,
+  /// first + 1, ... up to last_counted. Every `stem_k` with 1 <= k < lowest_free_[stem] is taken, so
+  /// the search starts there when first is below it (a pass naming N nodes `add_out` tries each name
+  /// once, not N times), and moves it past the name found when `claims`.
   std::string first_free_after(const std::string& name, bool claims) {
-    std::string next = bump(name);
-    const auto numbered = split_numbered(next);
-    if (!numbered) return linear_search(std::move(next));
-    auto& low = lowest_free_.try_emplace(std::string(numbered->stem), 1).first->second;
-    const bool from_low = numbered->number <= low && low <= last_counted;
-    long long k = from_low ? low : numbered->number;
-    const std::size_t stem_size = numbered->stem.size() + 1;  // numbered->stem dies with `next`
-    next.resize(stem_size);
+    const Numbered first = successor(name);
+    auto& low = lowest_free_.try_emplace(first.stem, 1).first->second;
+    const bool from_low = first.number <= low && low <= last_counted;
+    long long k = from_low ? low : first.number;
+    std::string next = first.stem + '_';
+    const std::size_t stem_size = next.size();
     next += std::to_string(k);
     while (taken(next)) {
-      if (k == last_counted) return linear_search(std::move(next));
+      if (k == last_counted) {
+        while (taken(next)) next = bump(next);  // `stem_100000000000000000_1`, ...
+        return next;
+      }
       next.resize(stem_size);
       next += std::to_string(++k);
     }
     if (from_low) low = claims ? k + 1 : k;
     return next;
-  }
-
-  /// The first free name of `name`, `bump(name)`, ... tried one by one.
-  std::string linear_search(std::string name) const {
-    while (taken(name) || is_reserved(name)) name = bump(name);
-    return name;
-  }
-
-  /// `add_out` -> `add_out_1`, `add_out_1` -> `add_out_2`.
-  static std::string bump(const std::string& name) {
-    const auto us = name.rfind('_');
-    if (us != std::string::npos && us + 1 < name.size() &&
-        std::all_of(name.begin() + static_cast<std::ptrdiff_t>(us) + 1, name.end(),
-                    [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }) &&
-        name.size() - us - 1 < 18)
-      return name.substr(0, us + 1) + std::to_string(std::stoll(name.substr(us + 1)) + 1);
-    return name + "_1";
   }
 
   std::unordered_map<std::string, const void*> used_;
