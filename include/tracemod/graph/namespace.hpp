@@ -127,8 +127,9 @@ class NameSpace {
 
   /// The first free name among `bump(name)`, `bump(bump(name))`, ...: `stem_k` for k = first,
   /// first + 1, ... up to last_counted. Every `stem_k` with 1 <= k < lowest_free_[stem] is taken, so
-  /// the search starts there when first is below it (a pass naming N nodes `add_out` tries each name
-  /// once, not N times), and moves it past the name found when `claims`.
+  /// the search starts there when first is below it and moves it past the name found when `claims`:
+  /// N fresh `add_out` names try N names, not N * N / 2. Releasing `stem_k` lowers it to k, so the
+  /// search after the one that reuses `stem_k` walks the taken names above k again.
   std::string first_free_after(const std::string& name, bool claims) {
     const Numbered first = successor(name);
     auto& low = lowest_free_.try_emplace(first.stem, 1).first->second;
