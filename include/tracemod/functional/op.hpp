@@ -30,6 +30,7 @@
 #include <tracemod/core/extern_template.hpp>
 #include <tracemod/core/none.hpp>
 #include <tracemod/core/tensor.hpp>
+#include <tracemod/functional/cost.hpp>
 #include <tracemod/functional/params.hpp>
 
 #include <concepts>
