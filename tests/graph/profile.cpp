@@ -5,6 +5,7 @@
 
 #include <models/resnet.hpp>
 
+#include <tracemod/profile/dot.hpp>
 #include <tracemod/profile/profiler.hpp>
 #include <tracemod/profile/summary.hpp>
 
@@ -139,6 +140,27 @@ TEST_CASE("profile: per-call medians, costs, groups, table and a Chrome trace th
     if (ev["ph"] == "X") CHECK(ev["ts"].get<double>() + ev["dur"].get<double>() <= forward_end * 1.0001 + 1);
   std::filesystem::remove(path);
   CHECK_THROWS_AS((void)tmod::profile(t, {x}, {.runs = 0}), tmod::value_error);
+}
+
+TEST_CASE("to_dot(traced, profile): call boxes carry their times and are filled by time share") {
+  Net net;
+  net.eval();
+  const tmod::Tensor x = tmod::randn({1, 3, 16, 16}, 5);
+  const tmod::TracedModule t = tmod::trace_module(net, x);
+  const tmod::profile_result p = tmod::profile(t, {x}, {.runs = 2});
+  const std::string dot = tmod::to_dot(t, p);
+  std::size_t filled = 0, timed = 0;
+  for (std::size_t at = dot.find("fillcolor"); at != std::string::npos; at = dot.find("fillcolor", at + 1)) ++filled;
+  for (std::size_t at = dot.find(" ms ("); at != std::string::npos; at = dot.find(" ms (", at + 1)) ++timed;
+  CHECK(filled == p.leaves().size());
+  CHECK(timed == p.exprs.size());
+  CHECK(dot.find("fillcolor=\"0.000 1.000 1.000\"") != std::string::npos);  // the slowest call
+  // The plain drawing is unchanged by the decoration machinery.
+  CHECK(t.graph().to_dot().find("fillcolor") == std::string::npos);
+  // A profile of another module does not fit.
+  AddTwice other;
+  const tmod::TracedModule u = tmod::trace_module(other, x);
+  CHECK_THROWS_AS((void)tmod::to_dot(u, p), tmod::graph_error);
 }
 
 }  // namespace tmod_test_graph_profile
