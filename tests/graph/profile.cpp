@@ -98,6 +98,8 @@ TEST_CASE("profile: per-call medians, costs, groups, table and a Chrome trace th
   }
   CHECK(p.leaf_seconds() == doctest::Approx(leaf_sum));
   CHECK(p.leaf_seconds() <= p.forward_seconds * 1.5);
+  CHECK(p.coverage() > 0);
+  CHECK(p.coverage() <= 1.0);
   const auto ops = p.by_op();
   REQUIRE(ops.size() == 4);
   std::int64_t conv_calls = 0;

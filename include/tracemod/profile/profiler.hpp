@@ -107,6 +107,13 @@ class profile_result {
     for (const expr_profile* e : leaves()) s += e->seconds;
     return s;
   }
+  /// The share of the median run's wall time its leaf calls account for (the rest is the
+  /// profiler's walk, getattrs and constants): near 1 when the per-call times are trustworthy.
+  [[nodiscard]] double coverage() const {
+    double s = 0;
+    for (const expr_profile* e : leaves()) s += e->span;
+    return timeline_seconds > 0 ? s / timeline_seconds : 0;
+  }
   /// Leaf calls grouped by op target or builtin module type, slowest first (torch's key_averages()).
   [[nodiscard]] std::vector<profile_group> by_op() const {
     return group([](const expr_profile& e) { return e.type; });

@@ -25,7 +25,8 @@ inline std::string profile_result::table(std::size_t top) const {
   const std::string rule(118, '-');
   std::string s = "Profile of " + model + " on " + cpu + ", " + std::to_string(threads) + " thread" +
                   (threads == 1 ? "" : "s") + ", median of " + std::to_string(runs) + " run" + (runs == 1 ? "" : "s") +
-                  "\nforward " + ms(forward_seconds) + " ms, calls " + ms(leaf_total) + " ms\n";
+                  "\nforward " + ms(forward_seconds) + " ms, calls " + ms(leaf_total) +
+                  " ms (medians); calls cover " + fixed(100 * coverage(), 1) + " % of the median run\n";
   const auto header = [&](const std::string& first) {
     return rule + "\n" + pad(first, 40) + pad("calls", 7, true) + pad("time ms", 11, true) + pad("%", 7, true) +
            pad("GFLOP", 10, true) + pad("MB", 11, true) + pad("GFLOP/s", 10, true) + pad("GB/s", 9, true) + "\n" + rule +
