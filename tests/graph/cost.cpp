@@ -115,6 +115,23 @@ TEST_CASE("cost: builtin module calls cost their functional equivalent; user mod
       CHECK(e->bytes() == (108 + 81 + 3 + 108) * 4);
 }
 
+namespace {
+struct FusedAdd : tmod::Module {
+  M::Elemwise add_relu{"FUSE_ADD_RELU"};
+  TM_MODULE(FusedAdd, add_relu)
+  auto forward(const auto& x, const auto& y) const { return add_relu(x, y); }
+};
+}  // namespace
+
+TEST_CASE("cost: a builtin Elemwise module counts its ops; the output shape comes from broadcasting") {
+  FusedAdd m;
+  const tmod::TracedModule t = tmod::trace_module(m, tmod::randn({2, 3}, 11), tmod::randn({3}, 12));
+  // add then relu on 6 outputs; reads 6 + 3 floats, writes 6.
+  CHECK(t.flops() == 12);
+  CHECK(t.macs() == 0);
+  CHECK(t.bytes() == (6 + 3 + 6) * 4);
+}
+
 TEST_CASE("cost: ResNet-18 at 224x224 does the published 1.82 G multiply-adds") {
   models::ResNet net = models::resnet18();
   net.eval();
