@@ -1,5 +1,6 @@
 // Two translation units that include the whole library and use it: linking them together catches a
 // namespace-scope definition that is not inline (an ODR violation a single TU never shows).
+#include <tracemod/profile.hpp>  // outside the umbrella
 #include <tracemod/tracemod.hpp>
 
 float second_unit_value();

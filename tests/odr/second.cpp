@@ -1,4 +1,5 @@
 // The second translation unit of the ODR link test (see first.cpp).
+#include <tracemod/profile.hpp>  // outside the umbrella
 #include <tracemod/tracemod.hpp>
 
 float second_unit_value() {

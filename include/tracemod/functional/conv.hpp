@@ -99,6 +99,13 @@ struct conv2d_fn : op_base<conv2d_fn> {
     return Shape{g.n, g.k, g.out_h(), g.out_w()};
   }
 
+  /// Direct convolution: each output element accumulates (C / groups) x kH x kW products; a bias
+  /// adds one operation per output element.
+  static op_cost cost(const params& p, const Shape& out, const Shape& x, const Shape& w, const Shape* bias) {
+    const kernels::conv2d_geometry g = geometry(p, x, w, bias);
+    return mac_cost(out.numel() * (g.c / g.groups) * g.r * g.s, bias ? out.numel() : 0);
+  }
+
   /// A checked call: its kernel geometry and its (uninitialised) float32 output.
   struct call {
     kernels::conv2d_geometry geometry;
@@ -215,6 +222,15 @@ struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
   static Shape infer_shape(const params& p, const Shape& x, const Shape& w, const Shape* bias, const Shape* z) {
     const kernels::conv2d_geometry g = geometry(p, x, w, bias, z);
     return Shape{g.n, g.k, g.out_h(), g.out_w()};
+  }
+
+  /// conv2d's cost, plus one operation per output element for the residual and one for the
+  /// activation.
+  static op_cost cost(const params& p, const Shape& out, const Shape& x, const Shape& w, const Shape* bias,
+                      const Shape* z) {
+    op_cost c = conv2d_fn::cost(conv_params(p), out, x, w, bias);
+    c.flops += ((z ? 1 : 0) + (activation_of(p.nonlinear_mode) != kernels::activation::none ? 1 : 0)) * out.numel();
+    return c;
   }
 
   template <class B, class Z>

@@ -64,6 +64,12 @@ struct matmul_fn : op_base<matmul_fn> {
 
   static constexpr Shape infer_shape(const params& p, const Shape& a, const Shape& b) { return make_plan(p, a, b).out; }
 
+  /// Each of the batch x m x n output elements accumulates k products.
+  static constexpr op_cost cost(const params& p, const Shape&, const Shape& a, const Shape& b) {
+    const plan pl = make_plan(p, a, b);
+    return mac_cost(pl.batch.numel() * pl.m * pl.n * pl.k);
+  }
+
   static Tensor eager(const params& p, const Tensor& a, const Tensor& b) {
     require_float32(target, "inp1", a);
     require_float32(target, "inp2", b);
@@ -155,6 +161,11 @@ struct linear_fn : op_base<linear_fn> {
     Shape out(x.begin(), x.end() - 1);
     out.push_back(w[0]);
     return out;
+  }
+
+  /// Each output element accumulates in_features products; a bias adds one operation per element.
+  static constexpr op_cost cost(const params&, const Shape& out, const Shape& x, const Shape&, const Shape* bias) {
+    return mac_cost(out.numel() * x.back(), bias ? out.numel() : 0);
   }
 
   static Tensor eager(const params& p, const Tensor& x, const Tensor& w, none_t) { return run(p, x, w, nullptr); }

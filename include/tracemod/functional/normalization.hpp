@@ -55,6 +55,13 @@ struct batch_norm_fn : op_base<batch_norm_fn> {
     return x;
   }
 
+  /// Inference: one multiply-add per element (the folded scale and shift). Training also computes
+  /// the batch mean and variance: two more operations per element.
+  static constexpr op_cost cost(const params& p, const Shape& out, const Shape&, const Shape*, const Shape*,
+                                const Shape*, const Shape*) {
+    return flop_cost((p.training ? 3 : 1) * out.numel());
+  }
+
   template <class M, class V, class W, class B>
   static Tensor eager(const params& p, const Tensor& x, const M& mean, const V& var, const W& weight, const B& bias) {
     const auto ptr = [&](const auto& t, std::string_view arg) -> const Tensor* {

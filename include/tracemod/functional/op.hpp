@@ -31,6 +31,7 @@
 #include <tracemod/core/meta.hpp>
 #include <tracemod/core/none.hpp>
 #include <tracemod/core/tensor.hpp>
+#include <tracemod/functional/cost.hpp>
 #include <tracemod/functional/params.hpp>
 
 #include <array>

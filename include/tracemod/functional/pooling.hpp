@@ -53,6 +53,12 @@ struct window_pool_op : op_base<Derived> {
     const auto g = Derived::geometry(p, x);
     return Shape{g.n, g.c, g.out_h(), g.out_w()};
   }
+  /// One operation (a comparison or an add) per window element of each output element.
+  template <class Params>
+  static op_cost cost(const Params& p, const Shape& out, const Shape& x) {
+    const auto g = Derived::geometry(p, x);
+    return flop_cost(out.numel() * g.kernel_h * g.kernel_w);
+  }
   template <class Params>
   static Tensor eager(const Params& p, const Tensor& x) {
     require_float32(Derived::target, "inp", x);
@@ -185,6 +191,10 @@ struct adaptive_avg_pool2d_fn : op_base<adaptive_avg_pool2d_fn> {
       throw shape_error(std::string(target) + ": input " + x.to_string() + " has an empty plane but the output size is " +
                         repr(p.oshp));
     return Shape{x[0], x[1], p.oshp.h, p.oshp.w};
+  }
+  /// One add per input element and one division per output element (bins that tile the input).
+  static constexpr op_cost cost(const params&, const Shape& out, const Shape& x) {
+    return flop_cost(x.numel() + out.numel());
   }
   static Tensor eager(const params& p, const Tensor& x) {
     require_float32(target, "inp", x);

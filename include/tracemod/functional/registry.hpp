@@ -8,12 +8,14 @@
 #pragma once
 
 #include <tracemod/core/value.hpp>
+#include <tracemod/functional/cost.hpp>
 #include <tracemod/functional/fused_program.hpp>
 #include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/functional/param_value.hpp>
 
 #include <algorithm>
+#include <array>
 #include <concepts>
 #include <cstdint>
 #include <functional>
@@ -82,6 +84,8 @@ struct op_entry {
   std::function<Tensor(const void* params, std::span<const erased_operand>)> call;
   /// The output shape (throws shape_error like the eager call would).
   std::function<Shape(const void* params, std::span<const erased_shape>)> infer_shape;
+  /// The cost of a call (functional/cost.hpp) from its operand shapes and its output shape.
+  std::function<op_cost(const void* params, std::span<const erased_shape>, const Shape& out)> cost;
   /// The output dtype given the operands' (float32 unless the op keeps its input's dtype).
   std::function<DType(std::span<const DType>)> infer_dtype;
   /// Its ONNX export rule (onnx_rule.hpp); null for an op without an ONNX equivalent.
@@ -136,27 +140,56 @@ Tensor erased_eager(const typename Op::params& p, std::span<const erased_operand
   }
 }
 
+/// The bytes a call moves when it reads each tensor operand and writes its output once.
+inline op_cost io_bytes(std::span<const erased_shape> shapes, const Shape& out) {
+  op_cost c;
+  for (const erased_shape& s : shapes) {
+    if (s.k == erased_operand::kind::tensor) c.bytes_read += float_bytes(s.shape);
+    if (s.k == erased_operand::kind::list)
+      for (const Shape& x : s.list) c.bytes_read += float_bytes(x);
+  }
+  c.bytes_written = float_bytes(out);
+  return c;
+}
+
+/// Erased shape K in the form Op::infer_shape takes for its operand kind.
+template <class Op, std::size_t K>
+decltype(auto) shape_arg(std::span<const erased_shape> shapes) {
+  using k = erased_operand::kind;
+  constexpr operand_kind kind = Op::operands[K].kind;
+  const erased_shape& s = shapes[K];
+  if constexpr (kind == operand_kind::tensor_list) {
+    if (s.k != k::list) bad_operand(Op::target, Op::operands[K].name, "a list of tensors");
+    return s.list;
+  } else if constexpr (kind == operand_kind::optional_tensor) {
+    if (s.k == k::scalar || s.k == k::list) bad_operand(Op::target, Op::operands[K].name, "a tensor or None");
+    return s.k == k::none ? static_cast<const Shape*>(nullptr) : &s.shape;
+  } else {
+    if (s.k == k::none || s.k == k::list || (s.k == k::scalar && kind != operand_kind::tensor_or_scalar))
+      bad_operand(Op::target, Op::operands[K].name, kind == operand_kind::tensor ? "a tensor" : "a tensor or a number");
+    return static_cast<const Shape&>(s.shape);
+  }
+}
+
 /// Calls Op::infer_shape with each erased shape in the form its operand kind asks for.
 template <class Op, std::size_t... I>
 Shape erased_infer(const typename Op::params& p, std::span<const erased_shape> shapes, std::index_sequence<I...>) {
-  using k = erased_operand::kind;
-  const auto arg = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
-    constexpr operand_kind kind = Op::operands[K].kind;
-    const erased_shape& s = shapes[K];
-    if constexpr (kind == operand_kind::tensor_list) {
-      if (s.k != k::list) bad_operand(Op::target, Op::operands[K].name, "a list of tensors");
-      return s.list;
-    } else if constexpr (kind == operand_kind::optional_tensor) {
-      if (s.k == k::scalar || s.k == k::list) bad_operand(Op::target, Op::operands[K].name, "a tensor or None");
-      return s.k == k::none ? static_cast<const Shape*>(nullptr) : &s.shape;
-    } else {
-      if (s.k == k::none || s.k == k::list || (s.k == k::scalar && kind != operand_kind::tensor_or_scalar))
-        bad_operand(Op::target, Op::operands[K].name,
-                    kind == operand_kind::tensor ? "a tensor" : "a tensor or a number");
-      return s.shape;
-    }
-  };
-  return Op::infer_shape(p, arg(std::integral_constant<std::size_t, I>{})...);
+  return Op::infer_shape(p, shape_arg<Op, I>(shapes)...);
+}
+
+/// The cost of a call: the op's own arithmetic (Op::cost), else one operation per output element
+/// of an elementwise op; bytes are the tensor operands read and the output written unless the op
+/// states them.
+template <class Op, std::size_t... I>
+op_cost erased_cost(const typename Op::params& p, std::span<const erased_shape> shapes, const Shape& out,
+                    std::index_sequence<I...>) {
+  op_cost c;
+  if constexpr (requires { Op::cost(p, out, shape_arg<Op, I>(shapes)...); })
+    c = Op::cost(p, out, shape_arg<Op, I>(shapes)...);
+  else if constexpr (requires { typename Op::kernel_op; } || requires { requires Op::elementwise; })
+    c = flop_cost(out.numel());
+  if (c.bytes_read == 0 && c.bytes_written == 0) c += io_bytes(shapes, out);
+  return c;
 }
 
 template <class Op>
@@ -206,6 +239,12 @@ op_entry make_entry() {
       throw value_error(std::string(Op::target) + ": expected " + std::to_string(Op::operands.size()) +
                         " operands, got " + std::to_string(shapes.size()));
     return erased_infer<Op>(*static_cast<const P*>(params), shapes, std::make_index_sequence<Op::operands.size()>{});
+  };
+  e.cost = [](const void* params, std::span<const erased_shape> shapes, const Shape& out) -> op_cost {
+    if (shapes.size() != Op::operands.size())
+      throw value_error(std::string(Op::target) + ": expected " + std::to_string(Op::operands.size()) +
+                        " operands, got " + std::to_string(shapes.size()));
+    return erased_cost<Op>(*static_cast<const P*>(params), shapes, out, std::make_index_sequence<Op::operands.size()>{});
   };
   if constexpr (requires(onnx_export_context& cx, const P& p) { Op::onnx_export(cx, p); })
     e.onnx_export = [](onnx_export_context& cx, const void* p) { Op::onnx_export(cx, *static_cast<const P*>(p)); };
@@ -282,6 +321,21 @@ const op_entry& register_op() {
   if (op_registry::instance().find(Op::target) != nullptr)
     throw value_error("op '" + std::string(Op::target) + "' is already registered");
   return op_registry::instance().add(detail::make_entry<Op>());
+}
+
+/// The cost of a call of Op with `params` on operands of these shapes (a Shape per tensor operand,
+/// a `const Shape*` per optional one, null for None): what builtin modules state their cost with.
+template <class Op, class... S>
+op_cost cost_of(const typename Op::params& p, const S&... shapes) {
+  const auto erase = [](const auto& s) {
+    if constexpr (std::is_pointer_v<std::remove_cvref_t<decltype(s)>>)
+      return s == nullptr ? erased_shape{} : erased_shape{erased_operand::kind::tensor, *s, {}};
+    else
+      return erased_shape{erased_operand::kind::tensor, s, {}};
+  };
+  const std::array<erased_shape, sizeof...(S)> erased{erase(shapes)...};
+  const Shape out = detail::erased_infer<Op>(p, erased, std::make_index_sequence<sizeof...(S)>{});
+  return detail::erased_cost<Op>(p, erased, out, std::make_index_sequence<sizeof...(S)>{});
 }
 
 /// The registry entry of op type Op (looked up once).

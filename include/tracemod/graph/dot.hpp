@@ -13,12 +13,20 @@
 #include <tracemod/graph/print.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace tracemod::graph {
+
+/// Decorates the box of a call: appends label lines and DOT attributes (`style=filled, ...`). `call`
+/// numbers the calls in drawing order, which is the order a run executes them (a callee's calls
+/// right after the call of their module).
+using DotDecorator =
+    std::function<void(const Expr& e, std::size_t call, std::vector<std::string>& lines, std::string& attrs)>;
 
 namespace detail {
 
@@ -34,6 +42,8 @@ inline std::string dot_escape(std::string_view s) {
 
 class DotWriter {
  public:
+  explicit DotWriter(DotDecorator decorate = {}) : decorate_(std::move(decorate)) {}
+
   std::string write(const Graph& g) {
     out_ = "digraph \"" + dot_escape(g.name()) +
            "\" {\n"
@@ -51,8 +61,12 @@ class DotWriter {
     std::string ret;
   };
 
-  void box(const std::string& indent, const std::string& id, const std::string& label, bool ellipse) {
-    out_ += indent + id + " [label=\"" + dot_escape(label) + "\"" + (ellipse ? ", shape=ellipse" : "") + "];\n";
+  void box(const std::string& indent, const std::string& id, const std::string& label, bool ellipse,
+           const std::vector<std::string>& more = {}, const std::string& attrs = {}) {
+    std::string text = dot_escape(label);
+    for (const std::string& line : more) text += "\\n" + dot_escape(line);
+    out_ += indent + id + " [label=\"" + text + "\"" + (ellipse ? ", shape=ellipse" : "") +
+            (attrs.empty() ? "" : ", " + attrs) + "];\n";
   }
 
   /// An edge carrying node n (its shape as the label; dashed for a module).
@@ -80,7 +94,11 @@ class DotWriter {
     for (const auto& up : g.expr_list_()) {
       const Expr& e = *up;
       const std::string id = prefix + "e" + std::to_string(e.id());
-      box(in, id, to_string(e), false);
+      std::vector<std::string> more;
+      std::string attrs;
+      if (e.is_call() && decorate_) decorate_(e, calls_, more, attrs);
+      if (e.is_call()) ++calls_;
+      box(in, id, to_string(e), false, more, attrs);
       const std::vector<Node*>& inputs = e.inputs();
       if (const Graph* sub = e.graph()) {
         const Drawn callee = write_graph(*sub, in);
@@ -102,12 +120,16 @@ class DotWriter {
 
   std::string out_;
   int next_cluster_ = 0;
+  DotDecorator decorate_;
+  std::size_t calls_ = 0;
 };
 
 }  // namespace detail
 
 /// The graph and every graph it calls in Graphviz's DOT language (see the top of this file).
 inline std::string to_dot(const Graph& g) { return detail::DotWriter{}.write(g); }
+/// to_dot with each call's box decorated (extra label lines, colours) by `decorate`.
+inline std::string to_dot(const Graph& g, DotDecorator decorate) { return detail::DotWriter{std::move(decorate)}.write(g); }
 
 inline std::string Graph::to_dot() const { return graph::to_dot(*this); }
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -95,6 +96,23 @@ class Expr {
   /// The signature that selects the callee's graph: argument kinds and constant values,
   /// e.g. "(Tensor, 1)".
   [[nodiscard]] const std::string& call_signature() const noexcept { return signature_; }
+
+  /// The cost of a call (functional/cost.hpp) from its operands' recorded shapes: an op's from its
+  /// definition, a user module's the sum over its callee graph, a builtin module's from its
+  /// functional equivalent; zero for other exprs and for calls whose cost is not stated. graph/cost.hpp.
+  [[nodiscard]] functional::op_cost cost() const;
+  /// cost() for inputs of other shapes: `shape_of` gives the shape of each tensor node the call
+  /// reads and of its output (shape inference for another input size, as tmod::summary does).
+  [[nodiscard]] functional::op_cost cost(const std::function<Shape(const Node*)>& shape_of) const;
+  /// The output shape of an op call or a builtin module call for inputs of the shapes `shape_of`
+  /// gives (throws shape_error like the call would); graph_error for other exprs.
+  [[nodiscard]] Shape infer_shape(const std::function<Shape(const Node*)>& shape_of) const;
+  /// Arithmetic operations of the call, a multiply-add counting once (cost().flops).
+  [[nodiscard]] std::int64_t flops() const { return cost().flops; }
+  /// Multiply-accumulates of the call's contracting ops (conv, linear, matmul).
+  [[nodiscard]] std::int64_t macs() const { return cost().macs; }
+  /// Bytes the call reads and writes.
+  [[nodiscard]] std::int64_t bytes() const { return cost().bytes(); }
 
   /// Runs this expr on values for its inputs (in inputs() order); returns one value per output.
   [[nodiscard]] std::vector<NodeValue> interpret(std::span<const NodeValue> inputs) const;

@@ -383,3 +383,6 @@ inline std::vector<NodeValue> Expr::interpret(std::span<const NodeValue> in) con
 }
 
 }  // namespace tracemod::graph
+
+// Expr::cost is defined beside the other graph queries that need the whole graph.
+#include <tracemod/graph/cost.hpp>

@@ -88,6 +88,10 @@ functional::op_entry wrapped_entry(std::string name, std::shared_ptr<const Fn> f
       throw value_error(name + ": expected " + std::to_string(sizeof...(I)) + " operands, got " + std::to_string(shapes.size()));
     return wrapped_infer_shape(*fn, name, shapes, std::index_sequence<I...>{});
   };
+  // A wrapped function's arithmetic is unknown: its cost is the bytes it reads and writes.
+  e.cost = [](const void*, std::span<const functional::erased_shape> shapes, const Shape& out) {
+    return functional::detail::io_bytes(shapes, out);
+  };
   e.infer_dtype = [](std::span<const DType>) { return DType::float32; };
   (void)seq;
   return e;

@@ -116,6 +116,15 @@ class BatchNorm2d : public Module {
     check_input(x);
     return x;
   }
+  /// F::batch_norm's cost for the call forward makes.
+  [[nodiscard]] functional::op_cost cost(const Shape& x) const {
+    check_input(x);
+    const functional::batch_norm_fn::params p{training() || !running_mean.defined(), 0.0, eps};
+    const Shape c{x[1]};
+    const Shape* stat = running_mean.defined() ? &c : nullptr;
+    const Shape* affine = weight.defined() ? &c : nullptr;
+    return functional::cost_of<functional::batch_norm_fn>(p, x, stat, stat, affine, affine);
+  }
 
   /// F::batch_norm's rule in eval mode, the tensors written as initializers named by `path`.
   void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {

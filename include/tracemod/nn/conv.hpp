@@ -108,6 +108,10 @@ class Conv2d : public Module {
     const Shape b = bias.defined() ? bias.shape() : Shape{};
     return functional::conv2d_fn::infer_shape(conv_params(), x, weight.shape(), bias.defined() ? &b : nullptr);
   }
+  [[nodiscard]] functional::op_cost cost(const Shape& x) const {
+    const Shape b = bias.defined() ? bias.shape() : Shape{};
+    return functional::cost_of<functional::conv2d_fn>(conv_params(), x, weight.shape(), bias.defined() ? &b : nullptr);
+  }
 
   /// F::conv2d's rule, the tensors written as initializers named by `path`.
   void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {

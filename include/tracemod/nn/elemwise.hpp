@@ -78,6 +78,16 @@ class Elemwise : public Module {
     check_arity(2);
     return broadcast_shapes(x, y, "Elemwise(" + std::string(method()) + ")");
   }
+  /// As the elementwise ops it runs: one operation per output element (two for the fused modes).
+  [[nodiscard]] functional::op_cost cost(const Shape& x) const {
+    const Shape out = infer_shape(x);
+    return {0, out.numel(), functional::float_bytes(x), functional::float_bytes(out)};
+  }
+  [[nodiscard]] functional::op_cost cost(const Shape& x, const Shape& y) const {
+    const Shape out = infer_shape(x, y);
+    return {0, (mode >= Mode::fuse_add_relu ? 2 : 1) * out.numel(), functional::float_bytes(x) + functional::float_bytes(y),
+            functional::float_bytes(out)};
+  }
 
   [[nodiscard]] std::string extra_repr() const override { return "method=" + std::string(method()); }
 

@@ -106,6 +106,12 @@ inline void onnx_export_conv_bn(functional::onnx_export_context& cx, const Conv2
   functional::relu_fn::onnx_export(r, {});
 }
 
+/// The cost of conv then bn, the calls the module's training-mode forward makes (its eval-mode
+/// kernel folds bn into the conv's weights and bias, which costs the same up to the bias adds).
+inline functional::op_cost conv_bn_cost(const Conv2d& conv, const BatchNorm2d& bn, const Shape& x) {
+  return conv.cost(x) + bn.cost(conv.infer_shape(x));
+}
+
 }  // namespace detail
 
 /// bn(conv(x))
@@ -130,6 +136,7 @@ class ConvBn2d : public Module {
     return bn(conv(x));
   }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return bn.infer_shape(conv.infer_shape(x)); }
+  [[nodiscard]] functional::op_cost cost(const Shape& x) const { return detail::conv_bn_cost(conv, bn, x); }
   void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {
     detail::onnx_export_conv_bn(cx, conv, bn, path, false);
   }
@@ -158,6 +165,7 @@ class ConvBnRelu2d : public Module {
     return functional::relu(bn(conv(x)));
   }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return bn.infer_shape(conv.infer_shape(x)); }
+  [[nodiscard]] functional::op_cost cost(const Shape& x) const { return detail::conv_bn_cost(conv, bn, x); }
   void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {
     detail::onnx_export_conv_bn(cx, conv, bn, path, true);
   }

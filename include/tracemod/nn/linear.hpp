@@ -58,6 +58,10 @@ class Linear : public Module {
     const Shape b = bias.defined() ? bias.shape() : Shape{};
     return functional::linear_fn::infer_shape({}, x, weight.shape(), bias.defined() ? &b : nullptr);
   }
+  [[nodiscard]] functional::op_cost cost(const Shape& x) const {
+    const Shape b = bias.defined() ? bias.shape() : Shape{};
+    return functional::cost_of<functional::linear_fn>({}, x, weight.shape(), bias.defined() ? &b : nullptr);
+  }
 
   /// F::linear's rule, the tensors written as initializers named by `path`.
   void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {

@@ -13,6 +13,7 @@
 
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/tensor.hpp>
+#include <tracemod/functional/cost.hpp>
 #include <tracemod/nn/attr_ref.hpp>
 #include <tracemod/nn/member_kind.hpp>
 #include <tracemod/nn/module_box.hpp>
@@ -68,6 +69,12 @@ class Module {
   /// The output shape of call_erased for inputs of these shapes (throws like the call would).
   [[nodiscard]] Shape infer_shape_erased(std::span<const Shape> inputs) const {
     return tracemod_infer_shape_erased_(inputs);
+  }
+  /// The cost (functional/cost.hpp) of call_erased for inputs of these shapes: a builtin module's
+  /// `cost(shapes...)`, which states it through its functional equivalent; nullopt for a module
+  /// that does not state one.
+  [[nodiscard]] std::optional<functional::op_cost> cost_erased(std::span<const Shape> inputs) const {
+    return tracemod_cost_erased_(inputs);
   }
 
   // ---- training mode -------------------------------------------------------------------------
@@ -215,6 +222,9 @@ class Module {
   }
   [[nodiscard]] virtual Shape tracemod_infer_shape_erased_(std::span<const Shape>) const {
     throw module_error(std::string(type_name()) + " is not a builtin module: it has no shape inference of its own");
+  }
+  [[nodiscard]] virtual std::optional<functional::op_cost> tracemod_cost_erased_(std::span<const Shape>) const {
+    return std::nullopt;
   }
 
  private:

@@ -46,6 +46,7 @@
 #include <concepts>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -245,6 +246,16 @@ Tensor call_erased(const Class& self, std::span<const Tensor> in) {
 }
 
 template <class Class>
+std::optional<functional::op_cost> cost_erased(const Class& self, std::span<const Shape> in) {
+  if (in.size() == 1) {
+    if constexpr (requires { self.cost(in[0]); }) return self.cost(in[0]);
+  } else if (in.size() == 2) {
+    if constexpr (requires { self.cost(in[0], in[1]); }) return self.cost(in[0], in[1]);
+  }
+  return std::nullopt;
+}
+
+template <class Class>
 Shape infer_shape_erased(const Class& self, std::span<const Shape> in) {
   if constexpr (Class::builtin) {
     if (in.size() == 1) {
@@ -305,6 +316,10 @@ Self clone_as(const Class& self) {
   [[nodiscard]] ::tracemod::Shape tracemod_infer_shape_erased_(                                      \
       ::std::span<const ::tracemod::Shape> tracemod_in) const override {                             \
     return ::tracemod::detail::infer_shape_erased<Class>(*this, tracemod_in);                        \
+  }                                                                                                  \
+  [[nodiscard]] ::std::optional<::tracemod::functional::op_cost> tracemod_cost_erased_(              \
+      ::std::span<const ::tracemod::Shape> tracemod_in) const override {                             \
+    return ::tracemod::detail::cost_erased<Class>(*this, tracemod_in);                               \
   }                                                                                                  \
                                                                                                      \
  public:

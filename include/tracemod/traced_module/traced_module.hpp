@@ -6,6 +6,7 @@
 
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/value.hpp>
+#include <tracemod/graph/cost.hpp>
 #include <tracemod/graph/graph.hpp>
 #include <tracemod/graph/interpreter.hpp>
 #include <tracemod/graph/print.hpp>
@@ -189,6 +190,15 @@ class TracedModule final : public Module, public graph::GraphHolder {
 
   /// A copy whose top graph inlines every user-module call (see flatten.hpp); idempotent.
   [[nodiscard]] TracedModule flatten() const;
+
+  /// The cost of one forward (graph/cost.hpp): every call of graph(), sub-modules included.
+  [[nodiscard]] functional::op_cost cost() const { return graph::total_cost(graph()); }
+  /// Arithmetic operations of one forward, a multiply-add counting once.
+  [[nodiscard]] std::int64_t flops() const { return cost().flops; }
+  /// Multiply-accumulates of one forward's conv, linear and matmul calls.
+  [[nodiscard]] std::int64_t macs() const { return cost().macs; }
+  /// Bytes one forward's calls read and write.
+  [[nodiscard]] std::int64_t bytes() const { return cost().bytes(); }
 
   /// True for the module trace_module returned (input/output surgery is allowed on its graph only).
   [[nodiscard]] bool is_top() const noexcept { return is_top_; }

@@ -1,0 +1,81 @@
+// The outputs of tmod::profile: profile_result::table() (text) and save_chrome_trace (trace-event
+// JSON, written with nlohmann-json).
+#pragma once
+
+#include <tracemod/core/error.hpp>
+#include <tracemod/profile/format.hpp>
+#include <tracemod/profile/profiler.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tracemod {
+
+inline std::string profile_result::table(std::size_t top) const {
+  using profile_detail::fixed;
+  using profile_detail::grouped;
+  using profile_detail::pad;
+  const auto ms = [](double s) { return fixed(s * 1e3, 3); };
+  const double leaf_total = leaf_seconds();
+  const auto share = [&](double s) { return fixed(leaf_total > 0 ? 100.0 * s / leaf_total : 0.0, 1); };
+  const std::string rule(118, '-');
+  std::string s = "Profile of " + model + " on " + cpu + ", " + std::to_string(threads) + " thread" +
+                  (threads == 1 ? "" : "s") + ", median of " + std::to_string(runs) + " run" + (runs == 1 ? "" : "s") +
+                  "\nforward " + ms(forward_seconds) + " ms, calls " + ms(leaf_total) +
+                  " ms (medians); calls cover " + fixed(100 * coverage(), 1) + " % of the median run\n";
+  const auto header = [&](const std::string& first) {
+    return rule + "\n" + pad(first, 40) + pad("calls", 7, true) + pad("time ms", 11, true) + pad("%", 7, true) +
+           pad("GFLOP", 10, true) + pad("MB", 11, true) + pad("GFLOP/s", 10, true) + pad("GB/s", 9, true) + "\n" + rule +
+           "\n";
+  };
+  const auto row = [&](const std::string& first, std::int64_t calls, double secs, const functional::op_cost& c) {
+    const double gf = secs > 0 ? static_cast<double>(c.flops) / secs / 1e9 : 0;
+    const double gb = secs > 0 ? static_cast<double>(c.bytes()) / secs / 1e9 : 0;
+    return pad(first, 40) + pad(grouped(calls), 7, true) + pad(ms(secs), 11, true) + pad(share(secs), 7, true) +
+           pad(fixed(static_cast<double>(c.flops) / 1e9, 3), 10, true) +
+           pad(fixed(static_cast<double>(c.bytes()) / 1e6, 2), 11, true) + pad(fixed(gf, 1), 10, true) +
+           pad(fixed(gb, 1), 9, true) + "\n";
+  };
+  std::vector<const expr_profile*> calls = leaves();
+  std::stable_sort(calls.begin(), calls.end(), [](const expr_profile* a, const expr_profile* b) { return a->seconds > b->seconds; });
+  if (top != 0 && calls.size() > top) calls.resize(top);
+  s += header("call (type)");
+  for (const expr_profile* e : calls) {
+    const std::string where = e->module.empty() ? e->name : e->module + "." + e->name;
+    s += row((e->expr->is_module_call() ? e->name : where) + " (" + e->type + ")", 1, e->seconds, e->cost);
+  }
+  s += header("op type");
+  for (const profile_group& g : by_op()) s += row(g.key, g.calls, g.seconds, g.cost);
+  return s + rule + "\n";
+}
+
+inline void profile_result::save_chrome_trace(const std::string& path) const {
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0},
+                    {"args", {{"name", "tracemod " + model + " (" + cpu + ")"}}}});
+  events.push_back({{"name", "forward"}, {"cat", "forward"}, {"ph", "X"}, {"pid", 1}, {"tid", 0}, {"ts", 0.0},
+                    {"dur", timeline_seconds * 1e6}});
+  for (const expr_profile& e : exprs) {
+    const std::string name = e.expr->is_module_call() || e.module.empty() ? e.name : e.module + "." + e.name;
+    events.push_back({{"name", name},
+                      {"cat", e.type},
+                      {"ph", "X"},
+                      {"pid", 1},
+                      {"tid", 0},
+                      {"ts", e.start * 1e6},
+                      {"dur", e.span * 1e6},
+                      {"args", {{"flops", e.cost.flops}, {"macs", e.cost.macs}, {"bytes", e.cost.bytes()}, {"median_us", e.seconds * 1e6},
+                                {"gflops_per_s", e.gflops()}, {"gb_per_s", e.gbps()}}}});
+  }
+  const nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw value_error("save_chrome_trace: cannot open '" + path + "' for writing");
+  out << doc.dump(1) << "\n";
+  if (!out) throw value_error("save_chrome_trace: writing '" + path + "' failed");
+}
+
+}  // namespace tracemod
