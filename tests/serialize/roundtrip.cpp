@@ -3,6 +3,7 @@
 #include <tracemod/graph/register_builtin.hpp>
 #include <tracemod/graph/wrap.hpp>
 #include <tracemod/io/serialize.hpp>
+#include <tracemod/passes.hpp>
 #include <tracemod/traced_module/surgery.hpp>
 #include <tracemod/nn.hpp>
 #include <tracemod/nn/constant.hpp>
@@ -235,6 +236,26 @@ TEST_CASE("save/load: ResNet-18 through a mapped file, weights used in place and
   // Without tensor checksums it loads the same module.
   check_same_state(tmod::load(path, {.verify_tensor_checksums = false}), t);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("save/load: an optimized ResNet's read-only weights stay read-only, and its output bits the same") {
+  models::ResNet net(10, 64);
+  net.eval();
+  const tmod::Tensor x = tmod::randn({1, 3, 56, 56});
+  const tmod::TracedModule fast =
+      tmod::optimize(tmod::trace_module(net, x), {"FuseConvBn", "FuseAddMul", "BackwardFoldScale", "FuseConvEpilogue"});
+  const std::string file = bytes_of(fast);
+  REQUIRE(file.find("\"read_only\":true") != std::string::npos);  // the fused convolutions' kept weights
+  const tmod::TracedModule back = load_bytes(file);
+  check_same_outputs(back(x), fast(x));  // the same kernel paths (Winograd on prepared filters) as saved
+  CHECK(bytes_of(back) == file);          // the flags survive save -> load -> save
+}
+
+TEST_CASE("load: a tensor's read_only flag must be a boolean") {
+  const std::string file = bytes_of(traced_net(tmod::randn({1, 3, 8, 8})));
+  CHECK(load_error(with_description(file, [](json& d) { d["tensors"][0]["read_only"] = "yes"; }))
+            .find("tensor 0: \"read_only\" must be true or false") != std::string::npos);
+  CHECK(load_error(with_description(file, [](json& d) { d["tensors"][0]["read_only"] = false; })) == "(loaded)");
 }
 
 TEST_CASE("save/load: a renamed node round-trips") {

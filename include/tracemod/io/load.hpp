@@ -252,8 +252,17 @@ class Reader {
              " holds (" + std::to_string(blobs_[b]->bytes()) + ")");
       Tensor t = Tensor::from_storage(blobs_[b], s, dt);
       t.set_qparams(qparams(ts[i]));
+      if (read_only(ts[i])) t.make_read_only();
       tensors_.push_back(std::move(t));
     }
+  }
+
+  /// A tensor entry's optional "read_only" flag: its buffer was read-only when saved (the weights an
+  /// optimized module keeps, which kernels may then use in a prepared form), and is again on load.
+  bool read_only(const json& entry) {
+    if (!entry.contains("read_only")) return false;
+    if (!entry["read_only"].is_boolean()) fail("\"read_only\" must be true or false");
+    return entry["read_only"].get<bool>();
   }
 
   const Tensor& tensor_at(const json& j, const char* key) const { return tensors_[index(j, key, tensors_.size(), "tensor")]; }

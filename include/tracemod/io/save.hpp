@@ -70,6 +70,7 @@ class Writer {
     }
     json e{{"blob", it->second}, {"shape", shape_json(t.shape())}, {"dtype", dtype_str(t.dtype())}};
     if (t.qparams()) e["qparams"] = qparams_json(t.qparams());
+    if (t.read_only()) e["read_only"] = true;  // e.g. an optimized module's kept weights
     tensors_.push_back(std::move(e));
     return tensors_.size() - 1;
   }

@@ -22,34 +22,42 @@ inline std::string profile_result::table(std::size_t top) const {
   const auto ms = [](double s) { return fixed(s * 1e3, 3); };
   const double leaf_total = leaf_seconds();
   const auto share = [&](double s) { return fixed(leaf_total > 0 ? 100.0 * s / leaf_total : 0.0, 1); };
-  const std::string rule(118, '-');
+
+  std::vector<const expr_profile*> calls = leaves();
+  std::stable_sort(calls.begin(), calls.end(), [](const expr_profile* a, const expr_profile* b) { return a->seconds > b->seconds; });
+  if (top != 0 && calls.size() > top) calls.resize(top);
+  std::vector<std::string> labels;  // the first column of the call rows: the call's path and its type
+  for (const expr_profile* e : calls) {
+    const std::string where = e->module.empty() ? e->name : e->module + "." + e->name;
+    labels.push_back((e->expr->is_module_call() ? e->name : where) + " (" + e->type + ")");
+  }
+  const std::vector<profile_group> groups = by_op();
+  std::size_t width = 24;  // the first column fits its longest entry
+  for (const std::string& l : labels) width = std::max(width, l.size() + 2);
+  for (const profile_group& g : groups) width = std::max(width, g.key.size() + 2);
+
+  const std::string rule(width + 65, '-');
   std::string s = "Profile of " + model + " on " + cpu + ", " + std::to_string(threads) + " thread" +
                   (threads == 1 ? "" : "s") + ", median of " + std::to_string(runs) + " run" + (runs == 1 ? "" : "s") +
                   "\nforward " + ms(forward_seconds) + " ms, calls " + ms(leaf_total) +
                   " ms (medians); calls cover " + fixed(100 * coverage(), 1) + " % of the median run\n";
   const auto header = [&](const std::string& first) {
-    return rule + "\n" + pad(first, 40) + pad("calls", 7, true) + pad("time ms", 11, true) + pad("%", 7, true) +
+    return rule + "\n" + pad(first, width) + pad("calls", 7, true) + pad("time ms", 11, true) + pad("%", 7, true) +
            pad("GFLOP", 10, true) + pad("MB", 11, true) + pad("GFLOP/s", 10, true) + pad("GB/s", 9, true) + "\n" + rule +
            "\n";
   };
-  const auto row = [&](const std::string& first, std::int64_t calls, double secs, const functional::op_cost& c) {
+  const auto row = [&](const std::string& first, std::int64_t n, double secs, const functional::op_cost& c) {
     const double gf = secs > 0 ? static_cast<double>(c.flops) / secs / 1e9 : 0;
     const double gb = secs > 0 ? static_cast<double>(c.bytes()) / secs / 1e9 : 0;
-    return pad(first, 40) + pad(grouped(calls), 7, true) + pad(ms(secs), 11, true) + pad(share(secs), 7, true) +
+    return pad(first, width) + pad(grouped(n), 7, true) + pad(ms(secs), 11, true) + pad(share(secs), 7, true) +
            pad(fixed(static_cast<double>(c.flops) / 1e9, 3), 10, true) +
            pad(fixed(static_cast<double>(c.bytes()) / 1e6, 2), 11, true) + pad(fixed(gf, 1), 10, true) +
            pad(fixed(gb, 1), 9, true) + "\n";
   };
-  std::vector<const expr_profile*> calls = leaves();
-  std::stable_sort(calls.begin(), calls.end(), [](const expr_profile* a, const expr_profile* b) { return a->seconds > b->seconds; });
-  if (top != 0 && calls.size() > top) calls.resize(top);
   s += header("call (type)");
-  for (const expr_profile* e : calls) {
-    const std::string where = e->module.empty() ? e->name : e->module + "." + e->name;
-    s += row((e->expr->is_module_call() ? e->name : where) + " (" + e->type + ")", 1, e->seconds, e->cost);
-  }
+  for (std::size_t i = 0; i < calls.size(); ++i) s += row(labels[i], 1, calls[i]->seconds, calls[i]->cost);
   s += header("op type");
-  for (const profile_group& g : by_op()) s += row(g.key, g.calls, g.seconds, g.cost);
+  for (const profile_group& g : groups) s += row(g.key, g.calls, g.seconds, g.cost);
   return s + rule + "\n";
 }
 
