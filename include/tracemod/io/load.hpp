@@ -268,14 +268,34 @@ class Reader {
   const Tensor& tensor_at(const json& j, const char* key) const { return tensors_[index(j, key, tensors_.size(), "tensor")]; }
 
   // ---- modules ---------------------------------------------------------------------------------------
+  /// The module tree as it is built, children before parents (children have larger indices).
+  struct module_tree {
+    const json& ms;
+    std::vector<std::unique_ptr<Module>> built;
+    std::vector<bool> claimed;
+    std::vector<TracedModule*> traced;
+    std::vector<std::string> paths;  ///< attribute paths for messages ("layer1.0.conv1")
+  };
+
   TracedModule read_modules() {
     const json& ms = array(doc_, "modules");
     if (ms.empty()) fail("the file holds no module");
-    std::vector<std::unique_ptr<Module>> built(ms.size());
-    std::vector<bool> claimed(ms.size(), false);
-    std::vector<TracedModule*> traced;
-    // Attribute paths for messages ("layer1.0.conv1"), parents first; a malformed tree is
-    // reported below, where it is checked.
+    module_tree tree{ms, decltype(module_tree::built)(ms.size()), std::vector<bool>(ms.size(), false), {}, attribute_paths(ms)};
+    for (std::size_t i = ms.size(); i-- > 0;) {  // from the leaves up
+      where_ = "module " + std::to_string(i);
+      json storage;  // a description the loaders upgraded
+      const json& j = upgraded(ms[i], storage);
+      const std::string type = string(j, "type");
+      where_ += " (" + type + ")";
+      const std::string kind = string(j, "kind");
+      if (kind != "traced" && kind != "builtin") fail("unknown module kind '" + kind + "'");
+      tree.built[i] = kind == "traced" ? read_traced_module(j, type, i, tree) : read_builtin_module(j, type, tree.paths[i]);
+    }
+    return finish_tree(tree);
+  }
+
+  /// Attribute paths of the modules, parents first; a malformed tree is reported where it is checked.
+  static std::vector<std::string> attribute_paths(const json& ms) {
     std::vector<std::string> paths(ms.size());
     for (std::size_t i = 0; i < ms.size(); ++i) {
       if (!ms[i].is_object() || !ms[i].contains("attrs") || !ms[i]["attrs"].is_array()) continue;
@@ -283,100 +303,96 @@ class Reader {
         if (a.is_object() && a.contains("module") && a["module"].is_number_unsigned() && a.contains("name") &&
             a["name"].is_string()) {
           const auto c = a["module"].get<std::uint64_t>();
-          if (c > i && c < ms.size())
-            paths[c] = (paths[i].empty() ? "" : paths[i] + ".") + a["name"].get<std::string>();
+          if (c > i && c < ms.size()) paths[c] = (paths[i].empty() ? "" : paths[i] + ".") + a["name"].get<std::string>();
         }
     }
-    // Children have larger indices than their parents: build from the leaves up.
-    for (std::size_t i = ms.size(); i-- > 0;) {
-      where_ = "module " + std::to_string(i);
-      json upgraded;
-      const json* jp = &ms[i];
-      if (jp->is_object() && jp->contains("type") && (*jp)["type"].is_string()) {
-        const auto loaders = loader_table<module_loader>::instance().find((*jp)["type"].get<std::string>(), version_);
-        if (!loaders.empty()) {
-          upgraded = *jp;
-          for (const module_loader& f : loaders) f(upgraded);
-          jp = &upgraded;
-        }
-      }
-      const json& j = *jp;
-      const std::string type = string(j, "type");
-      where_ += " (" + type + ")";
-      const std::string kind = string(j, "kind");
-      std::unique_ptr<Module> m;
-      if (kind == "traced") {
-        auto tm = std::make_unique<TracedModule>(type);
-        std::unordered_set<std::string> names;
-        for (const json& a : array(j, "attrs")) {
-          const std::string name = string(a, "name");
-          if (name.empty() || name.find('.') != std::string::npos) fail("attribute name '" + name + "' is not a plain name");
-          // A second attribute of one name would replace (and free) the first.
-          if (!names.insert(name).second) fail("attribute '" + name + "' is defined twice");
-          if (a.contains("module")) {
-            const std::size_t c = index(a, "module", ms.size(), "module");
-            if (c <= i || claimed[c]) fail("module " + std::to_string(c) + " cannot be attribute '" + name + "' (a cycle or a second parent)");
-            claimed[c] = true;
-            tm->setattr(name, std::move(built[c]));
-          } else if (a.contains("parameter")) {
-            tm->setattr(name, Parameter(tensor_at(a, "parameter")));
-          } else {
-            tm->setattr(name, Buffer(tensor_at(a, "buffer")));
-          }
-        }
-        tm->set_top(boolean(j, "top"));
-        const json& ids = array(j, "total_ids");
-        if (ids.size() != 2) fail("total_ids must hold 2 integers");
-        if (integer(ids[0]) < 0 || integer(ids[1]) < 0) fail("total_ids " + ids.dump() + " is negative");
-        tm->set_total_ids({integer(ids[0]), integer(ids[1])});
-        traced.push_back(tm.get());
-        TracedModule& ref = *tm;
-        m = std::move(tm);
-        tracemod::detail::module_access::set_training_flag(*m, boolean(j, "training"));
-        for (const json& g : array(j, "graphs")) read_graph(ref, g);
-      } else if (kind == "builtin") {
-        const nn::builtin_entry* b = nn::builtin_registry::instance().find(type);
-        if (b == nullptr) fail("unknown builtin module type '" + type + "'");
-        const Value config = value(field(j, "config"));
-        if (const std::string why = config_integer_problem(config); !why.empty()) fail(why);
-        m = b->make(config);
-        m->train(boolean(j, "training"));
-        const json& ts = array(j, "tensors");
-        auto own = m->named_tensors();
-        if (own.size() != ts.size())
-          fail("the config gives " + std::to_string(own.size()) + " tensors, the file " + std::to_string(ts.size()));
-        for (std::size_t k = 0; k < own.size(); ++k) {
-          if (!ts[k].is_array() || ts[k].size() != 2 || ts[k][0] != own[k].first)
-            fail("tensor " + std::to_string(k) + " should be '" + own[k].first + "', the file has " + ts[k].dump());
-          const Tensor& t = tensors_[index(json{{"t", ts[k][1]}}, "t", tensors_.size(), "tensor")];
-          if (t.dtype() != own[k].second.dtype())
-            fail("module '" + paths[i] + "' (" + type + "): tensor '" + own[k].first + "' is " +
-                 std::string(dtype_name(t.dtype())) + ", but a " + type + "'s is " +
-                 std::string(dtype_name(own[k].second.dtype())));
-          own[k].second = t;
-        }
-        // The saved tensors must have the shapes the config gives (a kernel would read past them).
-        if (b->tensor_shapes)
-          for (const auto& [name, shape] : b->tensor_shapes(*m))
-            for (const auto& [own_name, own_tensor] : own)
-              if (own_name == name && own_tensor.shape() != shape)
-                fail("module '" + paths[i] + "' (" + type + "): tensor '" + name + "' has shape " +
-                     own_tensor.shape().to_string() + ", but its config gives " + shape.to_string());
+    return paths;
+  }
+
+  /// A module's description as this version reads it: the registered loaders of its type applied to
+  /// a copy in `storage` when there are any, else the description itself.
+  const json& upgraded(const json& j, json& storage) const {
+    if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return j;
+    const auto loaders = loader_table<module_loader>::instance().find(j["type"].get<std::string>(), version_);
+    if (loaders.empty()) return j;
+    storage = j;
+    for (const module_loader& f : loaders) f(storage);
+    return storage;
+  }
+
+  std::unique_ptr<Module> read_traced_module(const json& j, const std::string& type, std::size_t i, module_tree& tree) {
+    auto tm = std::make_unique<TracedModule>(type);
+    std::unordered_set<std::string> names;
+    for (const json& a : array(j, "attrs")) {
+      const std::string name = string(a, "name");
+      if (name.empty() || name.find('.') != std::string::npos) fail("attribute name '" + name + "' is not a plain name");
+      // A second attribute of one name would replace (and free) the first.
+      if (!names.insert(name).second) fail("attribute '" + name + "' is defined twice");
+      if (a.contains("module")) {
+        const std::size_t c = index(a, "module", tree.ms.size(), "module");
+        if (c <= i || tree.claimed[c]) fail("module " + std::to_string(c) + " cannot be attribute '" + name + "' (a cycle or a second parent)");
+        tree.claimed[c] = true;
+        tm->setattr(name, std::move(tree.built[c]));
+      } else if (a.contains("parameter")) {
+        tm->setattr(name, Parameter(tensor_at(a, "parameter")));
       } else {
-        fail("unknown module kind '" + kind + "'");
+        tm->setattr(name, Buffer(tensor_at(a, "buffer")));
       }
-      built[i] = std::move(m);
     }
+    tm->set_top(boolean(j, "top"));
+    const json& ids = array(j, "total_ids");
+    if (ids.size() != 2) fail("total_ids must hold 2 integers");
+    if (integer(ids[0]) < 0 || integer(ids[1]) < 0) fail("total_ids " + ids.dump() + " is negative");
+    tm->set_total_ids({integer(ids[0]), integer(ids[1])});
+    tree.traced.push_back(tm.get());
+    tracemod::detail::module_access::set_training_flag(*tm, boolean(j, "training"));
+    for (const json& g : array(j, "graphs")) read_graph(*tm, g);
+    return tm;
+  }
+
+  std::unique_ptr<Module> read_builtin_module(const json& j, const std::string& type, const std::string& path) {
+    const nn::builtin_entry* b = nn::builtin_registry::instance().find(type);
+    if (b == nullptr) fail("unknown builtin module type '" + type + "'");
+    const Value config = value(field(j, "config"));
+    if (const std::string why = config_integer_problem(config); !why.empty()) fail(why);
+    std::unique_ptr<Module> m = b->make(config);
+    m->train(boolean(j, "training"));
+    const json& ts = array(j, "tensors");
+    auto own = m->named_tensors();
+    if (own.size() != ts.size())
+      fail("the config gives " + std::to_string(own.size()) + " tensors, the file " + std::to_string(ts.size()));
+    for (std::size_t k = 0; k < own.size(); ++k) {
+      if (!ts[k].is_array() || ts[k].size() != 2 || ts[k][0] != own[k].first)
+        fail("tensor " + std::to_string(k) + " should be '" + own[k].first + "', the file has " + ts[k].dump());
+      const Tensor& t = tensors_[index(json{{"t", ts[k][1]}}, "t", tensors_.size(), "tensor")];
+      if (t.dtype() != own[k].second.dtype())
+        fail("module '" + path + "' (" + type + "): tensor '" + own[k].first + "' is " +
+             std::string(dtype_name(t.dtype())) + ", but a " + type + "'s is " + std::string(dtype_name(own[k].second.dtype())));
+      own[k].second = t;
+    }
+    // The saved tensors must have the shapes the config gives (a kernel would read past them).
+    if (b->tensor_shapes)
+      for (const auto& [name, shape] : b->tensor_shapes(*m))
+        for (const auto& [own_name, own_tensor] : own)
+          if (own_name == name && own_tensor.shape() != shape)
+            fail("module '" + path + "' (" + type + "): tensor '" + name + "' has shape " +
+                 own_tensor.shape().to_string() + ", but its config gives " + shape.to_string());
+    return m;
+  }
+
+  /// Every module but the root claimed once, the root a traced module; sub-graphs linked to their
+  /// parents, inserted exprs numbered, every graph checked.
+  TracedModule finish_tree(module_tree& tree) {
     where_ = "module tree";
-    for (std::size_t i = 1; i < ms.size(); ++i)
-      if (!claimed[i]) fail("module " + std::to_string(i) + " is attribute of no module");
-    auto* root = dynamic_cast<TracedModule*>(built[0].get());
+    for (std::size_t i = 1; i < tree.ms.size(); ++i)
+      if (!tree.claimed[i]) fail("module " + std::to_string(i) + " is attribute of no module");
+    auto* root = dynamic_cast<TracedModule*>(tree.built[0].get());
     if (root == nullptr) fail("the root module is not a traced module");
-    for (TracedModule* tm : traced)
+    for (TracedModule* tm : tree.traced)
       for (const auto& [sig, g] : tm->graphs())
         for (const auto& e : g->expr_list_())
           if (graph::Graph* sub = e->graph()) sub->set_parent(g.get());
-    number_inserted(*root, traced, inserted_);
+    number_inserted(*root, tree.traced, inserted_);
     for (const auto& [sig, g] : root->graphs()) {
       where_ = "graph " + g->name();
       graph::check(*g);

@@ -13,10 +13,13 @@
 #include <tracemod/traced_module/traced_module.hpp>
 #include <tracemod/version.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <unordered_map>
 #include <vector>
@@ -73,6 +76,102 @@ inline void set_value_info(proto::ValueInfoProto& v, const std::string& name, co
 
 }  // namespace detail
 
+namespace detail {
+
+using node_names = std::unordered_map<const graph::Node*, std::string>;
+
+/// An argument of a call as the ONNX rules take it.
+inline Operand operand_of(const node_names& names, const graph::CallArg& a) {
+  Operand o;
+  if (const auto* n = std::get_if<graph::Node*>(&a)) {
+    o.kind = Operand::Kind::tensor;
+    o.name = names.at(*n);
+    o.shape = static_cast<const graph::TensorNode*>(*n)->shape();
+  } else if (const auto* l = std::get_if<std::vector<graph::Node*>>(&a)) {
+    o.kind = Operand::Kind::list;
+    for (graph::Node* x : *l)
+      o.list.push_back({.kind = Operand::Kind::tensor, .name = names.at(x), .shape = static_cast<const graph::TensorNode*>(x)->shape()});
+  } else if (const Value& v = std::get<Value>(a); v.is_number()) {
+    o.kind = Operand::Kind::scalar;
+    o.scalar = v.number();
+  }
+  return o;
+}
+
+/// A call expr through its op's or builtin module's ONNX rule.
+inline void emit_call(Emitter& em, const graph::Expr& e, const node_names& names) {
+  const graph::Node* out = e.output();
+  Call c;
+  c.where = where(e);
+  c.out = out->name();
+  c.out_shape = static_cast<const graph::TensorNode*>(out)->shape();
+  const std::vector<graph::CallArg> args = e.args();
+  if (e.is_module_call()) {
+    for (std::size_t i = 1; i < args.size(); ++i) c.in.push_back(operand_of(names, args[i]));
+    export_module(em, *e.callee(), path_of(*e.inputs()[0]), c);
+    return;
+  }
+  for (std::size_t i = 0; i < e.op()->operands.size(); ++i) c.in.push_back(operand_of(names, args[i]));
+  std::vector<Value> params;
+  const std::vector<std::pair<std::string, graph::CallArg>> named = e.named_args();
+  for (std::size_t i = e.op()->operands.size(); i < named.size(); ++i) params.push_back(std::get<Value>(named[i].second));
+  const functional::erased_params p = e.op()->make_params(params);
+  export_op(em, *e.op(), p.get(), c);
+}
+
+/// One expr of the flattened graph: a weight or constant becomes an initializer, a call its nodes.
+inline void emit_expr(Emitter& em, const graph::Expr& e, node_names& names) {
+  graph::Node* out = e.output();
+  switch (e.kind()) {
+    case graph::ExprKind::get_attr:
+      if (out->is_tensor()) {
+        const Module* owner = static_cast<const graph::ModuleNode*>(e.inputs()[0])->owner();
+        if (owner == nullptr) throw graph_error("onnx export: " + where(e) + ": the attribute's module is missing");
+        names[out] = em.weight(owner->getattr(e.name()).tensor(), path_of(*out));
+      }
+      break;
+    case graph::ExprKind::constant:
+      if (out->is_tensor()) names[out] = em.initializer(e.const_tensor(), out->name());
+      break;
+    case graph::ExprKind::call_function:
+    case graph::ExprKind::call_method:
+      emit_call(em, e, names);
+      names[out] = out->name();
+      break;
+    case graph::ExprKind::input: break;
+  }
+}
+
+/// The graph's outputs; an output must be a node's result, once: an input, weight or repeated
+/// output gets an Identity.
+inline void emit_outputs(Emitter& em, proto::GraphProto& pg, const graph::Graph& g, const node_names& names,
+                         std::int64_t batch, const ExportOptions& options) {
+  std::vector<std::string> output_names;
+  for (const graph::Node* n : g.outputs()) {
+    if (!n->is_tensor()) throw graph_error("onnx export: output '" + n->name() + "' is a module, not a tensor");
+    std::string name = names.at(n);
+    const bool produced = n->expr()->is_call();
+    if (!produced || std::find(output_names.begin(), output_names.end(), name) != output_names.end())
+      name = em.node1("Identity", {name}, em.fresh(n->name() + "_output"));
+    output_names.push_back(name);
+    set_value_info(*pg.add_output(), name, *static_cast<const graph::TensorNode*>(n), batch, options.dynamic_batch);
+  }
+}
+
+/// ONNX's checker, then strict shape inference, which also records the inferred intermediate shapes
+/// in the model (value_info).
+inline void check_and_infer_shapes(proto::ModelProto& model, std::string_view type_name) {
+  try {
+    proto::checker::check_model(model);
+    proto::shape_inference::InferShapes(model, proto::OpSchemaRegistry::Instance(),
+                                        proto::ShapeInferenceOptions(/*check_type=*/true, /*error_mode=*/1));
+  } catch (const std::exception& ex) {
+    throw graph_error("onnx export: ONNX rejects the exported model of " + std::string(type_name) + ": " + ex.what());
+  }
+}
+
+}  // namespace detail
+
 /// The ONNX model of a traced module, checked by onnx::checker and ONNX's shape inference.
 /// Throws value_error naming every op or module without an ONNX mapping (and nothing is built).
 [[nodiscard]] inline proto::ModelProto to_onnx(const TracedModule& traced, const ExportOptions& options = {}) {
@@ -100,7 +199,7 @@ inline void set_value_info(proto::ValueInfoProto& v, const std::string& name, co
   pg.set_name(std::string(traced.type_name()));
   Emitter em(pg, options);
 
-  std::unordered_map<const graph::Node*, std::string> names;
+  node_names names;
   const std::vector<graph::Node*> inputs = g.inputs();
   for (const graph::Expr* e : g.exprs(false))
     for (const graph::Node* n : e->outputs()) em.reserve(n->name());
@@ -111,85 +210,9 @@ inline void set_value_info(proto::ValueInfoProto& v, const std::string& name, co
     names[t] = t->name();
     set_value_info(*pg.add_input(), t->name(), *t, batch, options.dynamic_batch);
   }
-
-  const auto operand = [&](const graph::CallArg& a) {
-    Operand o;
-    if (const auto* n = std::get_if<graph::Node*>(&a)) {
-      o.kind = Operand::Kind::tensor;
-      o.name = names.at(*n);
-      o.shape = static_cast<const graph::TensorNode*>(*n)->shape();
-    } else if (const auto* l = std::get_if<std::vector<graph::Node*>>(&a)) {
-      o.kind = Operand::Kind::list;
-      for (graph::Node* x : *l) o.list.push_back({.kind = Operand::Kind::tensor, .name = names.at(x),
-                                                 .shape = static_cast<const graph::TensorNode*>(x)->shape()});
-    } else if (const Value& v = std::get<Value>(a); v.is_number()) {
-      o.kind = Operand::Kind::scalar;
-      o.scalar = v.number();
-    }
-    return o;
-  };
-
-  for (const auto& up : g.expr_list_()) {
-    const graph::Expr& e = *up;
-    graph::Node* out = e.output();
-    switch (e.kind()) {
-      case graph::ExprKind::get_attr:
-        if (out->is_tensor()) {
-          const auto* base = static_cast<const graph::ModuleNode*>(e.inputs()[0]);
-          const Module* owner = base->owner();
-          if (owner == nullptr) throw graph_error("onnx export: " + where(e) + ": the attribute's module is missing");
-          names[out] = em.weight(owner->getattr(e.name()).tensor(), path_of(*out));
-        }
-        break;
-      case graph::ExprKind::constant:
-        if (out->is_tensor()) names[out] = em.initializer(e.const_tensor(), out->name());
-        break;
-      case graph::ExprKind::call_function:
-      case graph::ExprKind::call_method: {
-        Call c;
-        c.where = where(e);
-        c.out = out->name();
-        c.out_shape = static_cast<const graph::TensorNode*>(out)->shape();
-        const std::vector<graph::CallArg> args = e.args();
-        if (e.is_module_call()) {
-          for (std::size_t i = 1; i < args.size(); ++i) c.in.push_back(operand(args[i]));
-          const Module& m = *e.callee();
-          export_module(em, m, path_of(*e.inputs()[0]), c);
-        } else {
-          for (std::size_t i = 0; i < e.op()->operands.size(); ++i) c.in.push_back(operand(args[i]));
-          std::vector<Value> params;
-          const std::vector<std::pair<std::string, graph::CallArg>> named = e.named_args();
-          for (std::size_t i = e.op()->operands.size(); i < named.size(); ++i) params.push_back(std::get<Value>(named[i].second));
-          const functional::erased_params p = e.op()->make_params(params);
-          export_op(em, *e.op(), p.get(), c);
-        }
-        names[out] = out->name();
-        break;
-      }
-      case graph::ExprKind::input: break;
-    }
-  }
-
-  std::vector<std::string> output_names;
-  for (const graph::Node* n : g.outputs()) {
-    if (!n->is_tensor()) throw graph_error("onnx export: output '" + n->name() + "' is a module, not a tensor");
-    std::string name = names.at(n);
-    // An output must be a node's result, once: an input, weight or repeated output gets an Identity.
-    const bool produced = n->expr()->is_call();
-    if (!produced || std::find(output_names.begin(), output_names.end(), name) != output_names.end())
-      name = em.node1("Identity", {name}, em.fresh(n->name() + "_output"));
-    output_names.push_back(name);
-    set_value_info(*pg.add_output(), name, *static_cast<const graph::TensorNode*>(n), batch, options.dynamic_batch);
-  }
-
-  try {
-    proto::checker::check_model(model);
-    proto::shape_inference::InferShapes(model, proto::OpSchemaRegistry::Instance(),
-                                        proto::ShapeInferenceOptions(/*check_type=*/true, /*error_mode=*/1));
-  } catch (const std::exception& ex) {
-    throw graph_error("onnx export: ONNX rejects the exported model of " + std::string(traced.type_name()) + ": " +
-                      ex.what());
-  }
+  for (const auto& up : g.expr_list_()) emit_expr(em, *up, names);
+  emit_outputs(em, pg, g, names, batch, options);
+  check_and_infer_shapes(model, traced.type_name());
   return model;
 }
 
