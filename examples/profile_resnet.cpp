@@ -38,6 +38,7 @@ void write(const std::filesystem::path& path, const std::string& text) {
 
 int main(int argc, char** argv) {
   const std::filesystem::path dir = argc > 1 ? argv[1] : ".";
+  std::filesystem::create_directories(dir);
   tmod::manual_seed(0);
   models::ResNet net = models::resnet18();
   net.eval();
