@@ -29,6 +29,7 @@ install_missing() {
 jobs=$(nproc)
 
 fuzz_packages=(clang-14 libclang-rt-14-dev)  # libFuzzer and the sanitizer runtimes of clang 14
+test_packages=(python3)  # test_graph reads the profiler's Chrome trace back with json.tool
 
 # run_fuzzer <target> <seconds> <corpus dir> <seed dirs...>: one libFuzzer run, its output in
 # build/fuzz/<target>.log and its exit status in build/fuzz/<target>.status.
@@ -113,15 +114,15 @@ step() {  # step <title>: prints the title and how long the previous step took
 case "${1:-}" in
   demo)
     install_missing
-    configure build/release -DCMAKE_BUILD_TYPE=Release
+    configure build/release -DCMAKE_BUILD_TYPE=Release -DTRACEMOD_QUICK_EXAMPLES=OFF
     cmake --build build/release -j "$jobs" --target quickstart
     ./build/release/examples/quickstart
     ;;
   test)
-    packages+=("${fuzz_packages[@]}")
+    packages+=("${fuzz_packages[@]}" "${test_packages[@]}")
     install_missing
     step "release build, every test"
-    configure build/release -DCMAKE_BUILD_TYPE=Release
+    configure build/release -DCMAKE_BUILD_TYPE=Release -DTRACEMOD_QUICK_EXAMPLES=ON
     cmake --build build/release -j "$jobs"
     # The header check compiles alone only the headers that changed since the tag headers-checked,
     # and those that include them (cmake/check-headers.sh; every header when the tag is missing).
@@ -152,7 +153,7 @@ case "${1:-}" in
     ;;
   bench)
     install_missing
-    configure build/release -DCMAKE_BUILD_TYPE=Release
+    configure build/release -DCMAKE_BUILD_TYPE=Release -DTRACEMOD_QUICK_EXAMPLES=OFF
     cmake --build build/release -j "$jobs" --target tracemod_bench
     shift
     ./build/release/bench/tracemod_bench "$@"

@@ -1,9 +1,8 @@
 // The one doctest main shared by every test executable. After a full run it also runs the checks
-// registered through run_checks.hpp. It is also the unit that compiles the library's registries for
-// every test executable (tests/CMakeLists.txt).
+// registered through run_checks.hpp. (The library's registries are compiled once, in
+// tracemod_instantiate; tests/CMakeLists.txt.)
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
-#include <tracemod/instantiate.hpp>
 
 #include "run_checks.hpp"
 
