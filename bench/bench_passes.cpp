@@ -20,6 +20,7 @@
 #include "machine_limits.hpp"
 #include "smoke.hpp"
 
+#include <models/add_chain.hpp>
 #include <models/resnet.hpp>
 
 #include <tracemod/core/factories.hpp>
@@ -148,16 +149,7 @@ void BM_optimize_resnet18_megengine_passes(benchmark::State& state) {
 BENCHMARK(BM_optimize_resnet18_megengine_passes)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
 
 /// x + 1 + 1 + ... (`adds` additions of a number).
-struct AddChain : tmod::Module {
-  TM_MODULE(AddChain)
-  int adds = 1;
-  explicit AddChain(int n) : adds(n) {}
-  auto forward(const auto& x) const {
-    auto y = x + 1.f;
-    for (int i = 1; i < adds; ++i) y = y + 1.f;
-    return y;
-  }
-};
+using models::AddChain;
 
 void BM_optimize_chain(benchmark::State& state) {
   AddChain chain(static_cast<int>(state.range(0)));

@@ -2,6 +2,8 @@
 // FoldConstant and NormElemWise (MegEngine's docstring examples), and the pattern matcher DSL.
 #include "passes_test.hpp"
 
+#include <models/add_chain.hpp>
+
 #include <stdexcept>
 
 namespace tmod_test_passes_framework {
@@ -32,16 +34,7 @@ struct DeadChain : tmod::Module {
 };
 
 /// x + 1 + 1 + ... (`adds` additions).
-struct AddChain : tmod::Module {
-  TM_MODULE(AddChain)
-  int adds = 1;
-  explicit AddChain(int n) : adds(n) {}
-  auto forward(const auto& x) const {
-    auto y = x + 1.f;
-    for (int i = 1; i < adds; ++i) y = y + 1.f;
-    return y;
-  }
-};
+using models::AddChain;
 
 /// MegEngine's NormElemWise docstring: b = 1 - a; c = 2 * b; d = c / 4 (its 1 / c needs pow).
 struct NormNet : tmod::Module {

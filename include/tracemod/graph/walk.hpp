@@ -12,49 +12,49 @@
 
 namespace tracemod::graph {
 
-inline std::vector<Graph*> Graph::graphs(bool recursive) const {
-  std::vector<Graph*> out{const_cast<Graph*>(this)};
-  if (!recursive) return out;
-  std::unordered_set<const Graph*> seen{this};
-  // Iterative pre-order walk in call order (deep hierarchies must not exhaust the stack).
-  std::vector<std::pair<const Graph*, expr_list::const_iterator>> stack{{this, exprs_.begin()}};
+namespace detail {
+
+/// The one walk behind graphs() and exprs(): the exprs of `root` in execution order and, when
+/// `recursive`, those of every graph a module call reaches, each graph once, depth first in call
+/// order. `enter(g)` runs when a graph is first reached (`root` included), `visit(e)` for each expr.
+template <class Enter, class Visit>
+void walk_call_order(const Graph& root, bool recursive, Enter&& enter, Visit&& visit) {
+  std::unordered_set<const Graph*> seen{&root};
+  enter(root);
+  std::vector<std::pair<const Graph*, Graph::expr_list::const_iterator>> stack{{&root, root.expr_list_().begin()}};
   while (!stack.empty()) {
     auto& [g, it] = stack.back();
-    if (it == g->exprs_.end()) {
+    if (it == g->expr_list_().end()) {
       stack.pop_back();
       continue;
     }
-    const Expr* e = (it++)->get();
+    Expr* e = (it++)->get();
+    visit(e);
+    if (!recursive) continue;
     if (Graph* sub = e->graph(); sub != nullptr && seen.insert(sub).second) {
-      out.push_back(sub);
-      stack.emplace_back(sub, sub->exprs_.begin());
+      enter(*sub);
+      stack.emplace_back(sub, sub->expr_list_().begin());  // `g` and `it` are not used after this
     }
   }
+}
+
+}  // namespace detail
+
+inline std::vector<Graph*> Graph::graphs(bool recursive) const {
+  if (!recursive) return {const_cast<Graph*>(this)};
+  std::vector<Graph*> out;
+  detail::walk_call_order(*this, true, [&](const Graph& g) { out.push_back(const_cast<Graph*>(&g)); }, [](const Expr*) {});
   return out;
 }
 
 inline ExprFilter Graph::exprs(bool recursive) const {
   std::vector<Expr*> out;
-  std::unordered_set<const Graph*> seen{this};
-  const auto visit_inputs = [&](const Graph* g) {
-    for (const auto& in : g->inputs_) out.push_back(in.get());
-  };
-  visit_inputs(this);
-  std::vector<std::pair<const Graph*, expr_list::const_iterator>> stack{{this, exprs_.begin()}};
-  while (!stack.empty()) {
-    auto& [g, it] = stack.back();
-    if (it == g->exprs_.end()) {
-      stack.pop_back();
-      continue;
-    }
-    Expr* e = (it++)->get();
-    out.push_back(e);
-    if (!recursive) continue;
-    if (Graph* sub = e->graph(); sub != nullptr && seen.insert(sub).second) {
-      visit_inputs(sub);
-      stack.emplace_back(sub, sub->exprs_.begin());
-    }
-  }
+  detail::walk_call_order(
+      *this, recursive,
+      [&](const Graph& g) {
+        for (const auto& in : g.inputs_) out.push_back(in.get());
+      },
+      [&](Expr* e) { out.push_back(e); });
   return ExprFilter(std::move(out));
 }
 
