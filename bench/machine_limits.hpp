@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tracemod/kernels/simd.hpp>
+#include <tracemod/profile/machine_peak.hpp>
 
 #include <benchmark/benchmark.h>
 
@@ -37,46 +38,6 @@ inline double cpu_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-// Independent accumulator chains: enough to cover FMA latency x ports (4 x 2 on AVX-512 cores),
-// few enough to stay in registers with the two constants even with 16 vector registers. The chains
-// are a fold over constant indices (no loop, no lambda) so they are registers whatever gets inlined.
-inline constexpr std::size_t fma_chains = 12;
-
-template <std::size_t... J>
-inline double fma_peak_gflops(std::index_sequence<J...>) {
-  constexpr std::int64_t iterations = 1 << 22;
-  // acc -> acc*m + a converges to 1: no overflow, no denormals, no way to fold the loop.
-  const fbatch m(0.999999f);
-  const fbatch a(0.000001f);
-  double best = 0;
-  for (int rep = 0; rep < 7; ++rep) {
-    std::array<fbatch, sizeof...(J)> acc{fbatch(1.0f + 0.01f * J)...};
-    const double start = cpu_seconds();
-    for (std::int64_t i = 0; i < iterations; ++i) ((acc[J] = xsimd::fma(acc[J], m, a)), ...);
-    const double elapsed = cpu_seconds() - start;
-    (benchmark::DoNotOptimize(acc[J]), ...);
-    best = std::max(best, 2.0 * sizeof...(J) * simd_width * iterations / elapsed * 1e-9);
-  }
-  return best;
-}
-
-inline double triad_gbps() {
-  // 3 x 256 MiB: several times the LLC even on large server parts. Value-initialised vectors of
-  // aligned batches: every page is faulted in before timing, every access is aligned.
-  constexpr std::size_t n = (std::size_t{64} << 20) / simd_width;
-  std::vector<fbatch> a(n), b(n, fbatch(1.0f)), c(n, fbatch(2.0f));
-  const fbatch s(3.0f);
-  benchmark::DoNotOptimize(a.data());  // the stores escape: ClobberMemory then keeps them
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    const double start = cpu_seconds();
-    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
-    benchmark::ClobberMemory();
-    best = std::max(best, 3.0 * sizeof(fbatch) * n / (cpu_seconds() - start) * 1e-9);
-  }
-  return best;
-}
-
 inline double copy_gbps_l2() {
   constexpr std::size_t n = (std::size_t{64} << 10) / simd_width;  // 2 x 256 KiB
   constexpr int passes = 256;
@@ -98,8 +59,12 @@ inline double copy_gbps_l2() {
 
 /// Measured on first use, once per process.
 inline const machine_limits_t& machine_limits() {
-  static const machine_limits_t limits{detail::fma_peak_gflops(std::make_index_sequence<detail::fma_chains>{}),
-                                       detail::triad_gbps(), detail::copy_gbps_l2()};
+  // The profiler's probes (tracemod/profile/machine_peak.hpp), run longer: 3 x 256 MiB for the
+  // triad, several times the LLC even on large server parts.
+  static const machine_peak peak = measure_machine_peak(
+      1, {.fma_iterations = std::int64_t{1} << 22, .triad_bytes = std::size_t{256} << 20, .repetitions = 7},
+      detail::cpu_seconds);
+  static const machine_limits_t limits{peak.gflops_per_thread, peak.triad_gbps, detail::copy_gbps_l2()};
   return limits;
 }
 

@@ -2,6 +2,7 @@
 // Chrome trace): ResNet-18's published totals, shapes re-inferred for another input size against a
 // trace at that size, and a trace file parsed back and checked against the trace-event schema.
 #include "graph_test.hpp"
+#include "thread_counts.hpp"
 
 #include <models/resnet.hpp>
 
@@ -11,10 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace tmod_test_graph_profile {
 
@@ -137,9 +141,14 @@ TEST_CASE("profile: per-call medians, costs, groups, table and a Chrome trace th
     CHECK(ev["dur"].get<double>() >= 0);
     if (ev["name"] == "forward") forward_end = ev["dur"].get<double>();
   }
-  CHECK(complete == p.exprs.size() + 1);
+  CHECK(complete == p.exprs.size() + 1 + p.chunks.size());
   for (const nlohmann::json& ev : events)
     if (ev["ph"] == "X") CHECK(ev["ts"].get<double>() + ev["dur"].get<double>() <= forward_end * 1.0001 + 1);
+#if defined(TRACEMOD_TEST_PYTHON3)
+  // What Perfetto and chrome://tracing read: strict JSON, checked by a parser other than ours.
+  const std::string json_tool = std::string(TRACEMOD_TEST_PYTHON3) + " -m json.tool " + path.string() + " > /dev/null";
+  CHECK(std::system(json_tool.c_str()) == 0);
+#endif
   std::filesystem::remove(path);
   CHECK_THROWS_AS((void)tmod::profile(t, {x}, {.runs = 0}), tmod::value_error);
 }
@@ -163,6 +172,59 @@ TEST_CASE("to_dot(traced, profile): call boxes carry their times and are filled 
   AddTwice other;
   const tmod::TracedModule u = tmod::trace_module(other, x);
   CHECK_THROWS_AS((void)tmod::to_dot(u, p), tmod::graph_error);
+}
+
+TEST_CASE("profile: kernels split over threads show as worker lanes; rates are compared with the probed peak") {
+  Net net;
+  net.eval();
+  const tmod::Tensor x = tmod::randn({1, 3, 16, 16}, 4);
+  const tmod::TracedModule t = tmod::trace_module(net, x);
+  const int saved = tmod::get_num_threads();
+  tmod::set_num_threads(2);
+  tmod::profile_result p;
+  {
+    const thread_counts::fine_grains split;  // test-sized kernels split too
+    p = tmod::profile(t, {x}, {.runs = 2});
+  }
+  tmod::set_num_threads(saved);
+  if (tmod::parallel_backend_available()) {
+    REQUIRE(!p.chunks.empty());
+    for (const tmod::chunk_span& c : p.chunks) {
+      REQUIRE(c.call < p.exprs.size());
+      const tmod::expr_profile& call = p.exprs[c.call];
+      CHECK(call.leaf);
+      CHECK((c.worker == 0 || c.worker == 1));
+      // Inside its call's span in the same run (clock reads may differ by a microsecond).
+      CHECK(c.start >= call.start - 1e-6);
+      CHECK(c.start + c.span <= call.start + call.span + 1e-6);
+    }
+  }
+  REQUIRE(p.peak.has_value());
+  CHECK(p.peak->threads == 2);
+  CHECK(p.peak->gflops() == doctest::Approx(2 * p.peak->gflops_per_thread));
+  CHECK(p.peak->gflops_per_thread > 0);
+  CHECK(p.peak->triad_gbps > 0);
+  for (const tmod::expr_profile* e : p.leaves())
+    CHECK(p.of_peak(*e) == doctest::Approx(std::max(e->gflops() / p.peak->gflops(), e->gbps() / p.peak->triad_gbps)));
+  CHECK(p.table().find("% peak") != std::string::npos);
+  CHECK(tmod::profile(t, {x}, {.runs = 1, .peak = false}).table().find("% peak") == std::string::npos);
+}
+
+TEST_CASE("profile, summary and the Chrome trace refuse bad input and change nothing") {
+  Net net;
+  net.eval();
+  const tmod::Tensor x = tmod::randn({1, 3, 16, 16}, 4);
+  const tmod::TracedModule t = tmod::trace_module(net, x);
+  const auto values = [](const tmod::Tensor& y) { return std::vector<float>(y.values<float>().begin(), y.values<float>().end()); };
+  const std::vector<float> before = values(t(x));
+  CHECK_THROWS_AS((void)tmod::profile(t, {tmod::randn({1, 3, 8, 8}, 5)}, {.runs = 1}), tmod::shape_error);
+  CHECK_THROWS_AS((void)tmod::profile(t, {x, x}, {.runs = 1}), tmod::graph_error);
+  CHECK_THROWS_AS((void)tmod::summary(t, tmod::spec({1, 3, 16, 16}), tmod::spec({1, 3, 16, 16})), tmod::graph_error);
+  CHECK(values(t(x)) == before);
+  const tmod::profile_result p = tmod::profile(t, {x}, {.runs = 1});
+  const std::filesystem::path missing = std::filesystem::temp_directory_path() / "tmod_no_such_dir" / "trace.json";
+  CHECK_THROWS_AS(p.save_chrome_trace(missing.string()), tmod::value_error);
+  CHECK(!std::filesystem::exists(missing));
 }
 
 }  // namespace tmod_test_graph_profile

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -96,6 +97,24 @@ void parallel_run(int threads, const Body& body) {
 }
 #endif
 
+/// Sees every chunk a parallel_for runs on several threads while it is installed: the profiler's
+/// per-thread trace lanes (profile/profiler.hpp). `chunk` is called on the thread that ran the chunk,
+/// possibly on several threads at once, with the chunk's index and steady_clock times.
+class chunk_observer {
+ public:
+  virtual void chunk(int index, std::chrono::steady_clock::time_point start,
+                     std::chrono::steady_clock::time_point end) noexcept = 0;
+
+ protected:
+  ~chunk_observer() = default;
+};
+
+/// The installed observer, or null: the only cost parallel_for pays for it is one load per call.
+inline std::atomic<chunk_observer*>& installed_chunk_observer() noexcept {
+  static std::atomic<chunk_observer*> observer{nullptr};
+  return observer;
+}
+
 /// Marks the calling thread as inside a region for its lifetime.
 class region_guard {
  public:
@@ -154,9 +173,16 @@ void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, F&& 
     return;
   }
   // Static, balanced split: chunk t is [begin + t*n/threads, begin + (t+1)*n/threads).
+  detail::chunk_observer* const observer = detail::installed_chunk_observer().load(std::memory_order_acquire);
   detail::parallel_run(threads, [&](int t) {
     const detail::region_guard inside;
+    if (observer == nullptr) {
+      call(t, begin + n * t / threads, begin + n * (t + 1) / threads);
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
     call(t, begin + n * t / threads, begin + n * (t + 1) / threads);
+    observer->chunk(t, start, std::chrono::steady_clock::now());
   });
 }
 

@@ -12,9 +12,11 @@
 #include <tracemod/graph/cost.hpp>
 #include <tracemod/graph/graph.hpp>
 #include <tracemod/profile/format.hpp>
+#include <tracemod/profile/machine_peak.hpp>
 #include <tracemod/traced_module/traced_module.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <span>
 #include <chrono>
@@ -22,6 +24,8 @@
 #include <cstdint>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,6 +35,7 @@ namespace tracemod {
 struct profile_options {
   int runs = 10;    ///< timed runs; times are medians over them
   int warmup = 1;   ///< untimed runs first (caches, allocator, lazily built state)
+  bool peak = true; ///< compare rates with the machine's peak (probes run once per process and thread count)
 };
 
 /// One call of a profiled forward.
@@ -48,6 +53,14 @@ struct expr_profile {
 
   [[nodiscard]] double gflops() const { return seconds > 0 ? static_cast<double>(cost.flops) / seconds / 1e9 : 0; }
   [[nodiscard]] double gbps() const { return seconds > 0 ? static_cast<double>(cost.bytes()) / seconds / 1e9 : 0; }
+};
+
+/// One chunk of a kernel split over threads (parallel_for), in the run the timeline shows.
+struct chunk_span {
+  int worker = 0;   ///< the chunk's index in its split: chunk k runs on worker thread k
+  double start = 0; ///< seconds from the forward's start
+  double span = 0;
+  std::size_t call = static_cast<std::size_t>(-1);  ///< index into profile_result::exprs of the call that split
 };
 
 /// Calls of one kind summed: an op type or a module.
@@ -93,6 +106,12 @@ class profile_result {
   double forward_seconds = 0;        ///< median wall time of a whole profiled forward
   double timeline_seconds = 0;       ///< wall time of the run closest to the median (the trace's)
   std::vector<expr_profile> exprs;   ///< every call, in execution order (module calls before their body)
+  std::vector<chunk_span> chunks;    ///< the kernels' chunks on worker threads, in the timeline's run
+  std::optional<machine_peak> peak;  ///< the machine's limits at `threads` (unless options.peak is off)
+
+  /// How close `e` runs to the limit that binds it (machine_peak::fraction); 0 without a peak.
+  [[nodiscard]] double of_peak(const expr_profile& e) const { return peak ? peak->fraction(e.gflops(), e.gbps()) : 0; }
+  [[nodiscard]] double of_peak(const profile_group& g) const { return peak ? peak->fraction(g.gflops(), g.gbps()) : 0; }
 
   /// Leaf calls (ops and builtin modules): their times add up to the forward's.
   [[nodiscard]] std::vector<const expr_profile*> leaves() const {
@@ -153,12 +172,47 @@ namespace profile_detail {
 
 using clock = std::chrono::steady_clock;
 
+inline constexpr std::size_t no_call = static_cast<std::size_t>(-1);
+
+/// Collects the chunks of split kernels during one run, each tagged with the call running then, and
+/// is installed as parallel_for's observer for its lifetime.
+class chunk_log final : public detail::chunk_observer {
+ public:
+  explicit chunk_log(clock::time_point origin) : origin_(origin) {
+    detail::installed_chunk_observer().store(this, std::memory_order_release);
+  }
+  chunk_log(const chunk_log&) = delete;
+  chunk_log& operator=(const chunk_log&) = delete;
+  ~chunk_log() { detail::installed_chunk_observer().store(nullptr, std::memory_order_release); }
+
+  /// The row of the leaf call running now; set by the thread that walks the graph.
+  std::atomic<std::size_t> current{no_call};
+
+  void chunk(int index, clock::time_point start, clock::time_point end) noexcept override {
+    const std::lock_guard lock(mutex_);
+    try {
+      spans_.push_back({index, std::chrono::duration<double>(start - origin_).count(),
+                        std::chrono::duration<double>(end - start).count(), current.load(std::memory_order_relaxed)});
+    } catch (...) {  // out of memory: the trace loses a chunk, the run goes on
+    }
+  }
+  [[nodiscard]] std::vector<chunk_span> take() {
+    const std::lock_guard lock(mutex_);
+    return std::move(spans_);
+  }
+
+ private:
+  clock::time_point origin_;
+  std::mutex mutex_;
+  std::vector<chunk_span> spans_;
+};
+
 /// One timed run: walks the graphs, recording each call's start and duration by its row.
 class timed_walk {
  public:
   /// `first`: this run also describes the calls into `rows`; starts are measured from `origin`.
-  timed_walk(std::vector<expr_profile>& rows, bool first, clock::time_point origin)
-      : rows_(rows), first_(first), origin_(origin) {}
+  timed_walk(std::vector<expr_profile>& rows, bool first, clock::time_point origin, chunk_log& chunks)
+      : rows_(rows), first_(first), origin_(origin), chunks_(chunks) {}
 
   std::vector<double> starts, durations;  // by row
 
@@ -207,10 +261,13 @@ class timed_walk {
     const clock::time_point t0 = clock::now();
     std::vector<graph::NodeValue> out;
     const graph::Graph* sub = e.graph();
-    if (sub != nullptr)
+    if (sub != nullptr) {
       out = run(*sub, *std::get<const Module*>(args[0]), args.subspan(1), callee, depth + 1);
-    else
+    } else {
+      chunks_.current.store(row, std::memory_order_relaxed);  // published to the workers by the region's start
       out = e.interpret(args);
+      chunks_.current.store(no_call, std::memory_order_relaxed);
+    }
     const clock::time_point t1 = clock::now();
     starts[row] = std::chrono::duration<double>(t0 - origin_).count();
     durations[row] = std::chrono::duration<double>(t1 - t0).count();
@@ -240,6 +297,7 @@ class timed_walk {
   std::vector<expr_profile>& rows_;
   bool first_;
   clock::time_point origin_;
+  chunk_log& chunks_;
   std::size_t next_ = 0;
 };
 
@@ -260,14 +318,17 @@ inline profile_result profile(const TracedModule& traced, const std::vector<Tens
   for (int i = 0; i < options.warmup; ++i) (void)g.run(traced, in);
   std::vector<std::vector<double>> durations;
   std::vector<std::vector<double>> starts;
+  std::vector<std::vector<chunk_span>> chunks;
   std::vector<double> totals;
   for (int i = 0; i < options.runs; ++i) {
     const auto t0 = profile_detail::clock::now();
-    profile_detail::timed_walk w(r.exprs, i == 0, t0);
+    profile_detail::chunk_log log(t0);
+    profile_detail::timed_walk w(r.exprs, i == 0, t0, log);
     (void)w.run(g, traced, in, "", 0);
     totals.push_back(std::chrono::duration<double>(profile_detail::clock::now() - t0).count());
     durations.push_back(std::move(w.durations));
     starts.push_back(std::move(w.starts));
+    chunks.push_back(log.take());
   }
   r.forward_seconds = profile_detail::median(totals);
   // The run whose total is the median gives the timeline; each call's time is its own median.
@@ -275,6 +336,8 @@ inline profile_result profile(const TracedModule& traced, const std::vector<Tens
     return std::abs(a - r.forward_seconds) < std::abs(b - r.forward_seconds);
   }) - totals.begin();
   r.timeline_seconds = totals[static_cast<std::size_t>(order)];
+  r.chunks = std::move(chunks[static_cast<std::size_t>(order)]);
+  if (options.peak) r.peak = cached_machine_peak(r.threads);
   for (std::size_t k = 0; k < r.exprs.size(); ++k) {
     std::vector<double> t;
     for (const auto& d : durations) t.push_back(d[k]);
