@@ -55,10 +55,11 @@ class ModuleVariant {
   template <class... A>
   auto operator()(const A&... args) const {
     using R = std::remove_cvref_t<decltype(std::declval<const first&>()(args...))>;
-    static_assert((std::same_as<R, std::remove_cvref_t<decltype(std::declval<const Ms&>()(args...))>> && ...),
+    constexpr bool agree = (std::same_as<R, std::remove_cvref_t<decltype(std::declval<const Ms&>()(args...))>> && ...);
+    static_assert(agree,
                   "tmod::nn::ModuleVariant: every module class of a mixed container must return the same type for "
                   "these arguments (a tmod::Tensor eagerly, a tmod::Sym while tracing)");
-    return std::visit([&](const auto& m) -> R { return m(args...); }, held_);
+    if constexpr (agree) return std::visit([&](const auto& m) -> R { return m(args...); }, held_);
   }
 
   /// std::visit on the held module.
