@@ -86,7 +86,8 @@ TEST_CASE("save / load: the loaded module tree keeps a ModuleDict and a ModuleLi
                                                             "head.1:ReLU"});
   CHECK(paths_and_types(loaded) == paths_and_types(traced));
   CHECK(loaded.state_dict().keys() == m.state_dict().keys());
-  for (const auto& [key, t] : m.state_dict()) CHECK_MESSAGE(same_values(loaded.state_dict().at(key), t), key);
+  for (const auto& entry : m.state_dict())
+    CHECK_MESSAGE(same_values(loaded.state_dict().at(entry.first), entry.second), entry.first);
   CHECK(tmod::graph::to_string(loaded.graph()) == tmod::graph::to_string(traced.graph()));
   CHECK(loaded.graph().get_function_by_type(F::stack).as_count() == 2);
 
