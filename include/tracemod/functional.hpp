@@ -9,4 +9,5 @@
 #include <tracemod/functional/pooling.hpp>
 #include <tracemod/functional/shape_ops.hpp>
 #include <tracemod/functional/softmax.hpp>
+#include <tracemod/functional/stack.hpp>
 #include <tracemod/functional/tensor_methods.hpp>

@@ -17,7 +17,9 @@
 #include <tracemod/nn/member_kind.hpp>
 #include <tracemod/nn/module.hpp>
 #include <tracemod/nn/module_call.hpp>
+#include <tracemod/nn/module_dict.hpp>
 #include <tracemod/nn/module_list.hpp>
+#include <tracemod/nn/module_variant.hpp>
 #include <tracemod/nn/parameter.hpp>
 #include <tracemod/nn/pooling.hpp>
 #include <tracemod/nn/reflection.hpp>

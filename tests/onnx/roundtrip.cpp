@@ -17,6 +17,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -345,6 +346,44 @@ TEST_CASE("onnx round trip: conv_bias_activation and elemwise.fused export as th
   const tmod::Tensor expected = F::maximum(F::relu6(z * 0.5f - m.shift), -y) / 2.f + F::tanh(m.shift);
   CHECK(max_rel_diff(expected, traced(x).tensor()) <= 1e-5);
   CHECK(max_rel_diff(expected, imported(x).tensor()) <= 1e-5);
+}
+
+namespace {
+
+/// A list with a traced item scales the row, and F::stack joins it with the input on a new axis.
+struct Stacked : tmod::Module {
+  tracemod::nn::Linear fc{3, 1};
+  TM_MODULE(Stacked, fc)
+  auto forward(const auto& x) const {
+    namespace F = tracemod::functional;
+    auto s = F::reshape(fc(x), F::int_list{});
+    auto row = x * F::tensor_from_list(1, s, 2);
+    return F::stack(std::make_tuple(row, x), 1);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("onnx round trip: tensor.stack exports as Unsqueeze and Concat and imports back") {
+  namespace F = tracemod::functional;
+  tmod::manual_seed(31);
+  Stacked m;
+  const tmod::Tensor x = tmod::tensor({{0.5f, -1.f, 2.f}});
+  // The reference, by hand: s = fc(x); the output is [[x0, x1 * s, x2 * 2], [x0, x1, x2]] on axis 1.
+  float s = m.fc.bias.data<float>()[0];
+  for (int i = 0; i < 3; ++i) s += m.fc.weight.data<float>()[i] * x.data<float>()[i];
+  const std::vector<float> expected{0.5f, -1.f * s, 4.f, 0.5f, -1.f, 2.f};
+  tmod::TracedModule traced = tmod::trace_module(m, x);
+  const auto path = scratch("stacked.onnx");
+  tmod::onnx::export_model(traced, path);
+  tmod::TracedModule imported = tmod::onnx::import_model(path);
+  const tmod::Tensor y = imported(x).tensor();
+  REQUIRE(y.shape() == tmod::Shape{1, 2, 3});
+  const auto v = y.values<float>();
+  CHECK(std::vector<float>(v.begin(), v.end()) == expected);
+  // Two stacks (the list, the pair), each one Concat of Unsqueezed inputs, read back as concats.
+  CHECK(imported.graph().get_function_by_type(F::concat).as_count() == 2);
+  CHECK(imported.graph().get_function_by_type(F::stack).as_count() == 0);
 }
 
 }  // namespace tmod_test_onnx_roundtrip

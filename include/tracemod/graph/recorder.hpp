@@ -9,6 +9,7 @@
 #include <tracemod/core/tensor.hpp>
 #include <tracemod/graph/graph.hpp>
 #include <tracemod/nn/module.hpp>
+#include <tracemod/nn/module_call.hpp>
 
 #include <algorithm>
 #include <iterator>
@@ -62,6 +63,7 @@ class Recorder {
            const AttributeIndex* index)
       : graph_(graph), self_(self_node), module_(module), tracer_(tracer), index_(index) {
     stack().push_back(this);
+    if (module_ != nullptr) tracemod::detail::module_calls().recording.push_back(module_);
   }
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -70,6 +72,10 @@ class Recorder {
   ~Recorder() {
     auto& s = stack();
     if (const auto it = std::find(s.rbegin(), s.rend(), this); it != s.rend()) s.erase(std::next(it).base());
+    if (module_ == nullptr) return;
+    auto& owners = tracemod::detail::module_calls().recording;
+    if (const auto it = std::find(owners.rbegin(), owners.rend(), module_); it != owners.rend())
+      owners.erase(std::next(it).base());
   }
 
   /// The innermost recorder; throws graph_error naming `what` when nothing records.

@@ -22,9 +22,12 @@
 namespace tracemod::detail {
 
 /// The eager module calls running on this thread (outermost first), and the chain of calls the
-/// error in flight was thrown from (recorded by the innermost frame that saw it).
+/// error in flight was thrown from (recorded by the innermost frame that saw it). `recording`: the
+/// modules whose forward trace_module records on this thread (outermost first), which containers
+/// use to name themselves in lookup errors.
 struct module_call_state {
   std::vector<const Module*> running;
+  std::vector<const Module*> recording;
   std::vector<const Module*> failed_chain;
   const void* failed_error = nullptr;
 };

@@ -1,0 +1,147 @@
+// F::stack: joins tensors of one shape along a new axis (PyTorch's torch.stack, MegEngine's
+// F.stack). F::tensor_from_list(items...) builds a 1-D tensor from numbers and rank-0 tensors, some
+// of them traced values (MegEngine's `Tensor([1, t, 1])`): it is F::stack of the items, numbers
+// made rank-0 float32 tensors, so a traced list is one `tensor.stack` call whose number items are
+// Constants.
+#pragma once
+
+#include <tracemod/functional/onnx_rule.hpp>
+#include <tracemod/functional/op.hpp>
+#include <tracemod/kernels/layout.hpp>
+
+#include <array>
+#include <concepts>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tracemod::functional {
+
+struct stack_params {
+  std::int64_t axis = 0;
+};
+
+/// Joins tensors of equal shape along a new axis `axis` (in [-rank-1, rank]).
+struct stack_fn : op_base<stack_fn> {
+  static constexpr std::string_view name = "stack";
+  static constexpr std::string_view target = "tensor.stack";
+  static constexpr scale_rule scaling = scale_rule::linear;  // moves elements, never changes them
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr std::array operands{operand{"inps", operand_kind::tensor_list}};
+  using params = stack_params;
+  static constexpr std::tuple fields{positional("axis", &params::axis)};
+
+  /// Each input's shape with an extent 1 at the new axis: stacking is concatenating those.
+  static std::vector<Shape> joined_shapes(const params& p, std::span<const Shape> shapes, std::size_t& axis) {
+    if (shapes.empty()) throw value_error(std::string(target) + ": needs at least one input");
+    const Shape& first = shapes[0];
+    axis = normalize_axis(p.axis, first.rank() + 1, target);
+    std::vector<Shape> joined;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      if (shapes[i] != first)
+        throw shape_error(std::string(target) + ": input " + std::to_string(i) + " has shape " + shapes[i].to_string() +
+                          " but input 0 has " + first.to_string() + "; stacked tensors must have one shape");
+      Shape s;
+      for (std::size_t d = 0; d <= first.rank(); ++d) s.push_back(d == axis ? 1 : first[d < axis ? d : d - 1]);
+      joined.push_back(s);
+    }
+    return joined;
+  }
+
+  static Shape infer_shape(const params& p, std::span<const Shape> shapes) {
+    std::size_t axis = 0;
+    const std::vector<Shape> joined = joined_shapes(p, shapes, axis);
+    return kernels::concat_shape(joined.data(), joined.size(), axis, target);
+  }
+  static Tensor eager(const params& p, std::span<const Tensor> inps) {
+    std::vector<Shape> shapes;
+    std::vector<const float*> data;
+    for (std::size_t i = 0; i < inps.size(); ++i) {
+      require_float32(target, "inps[" + std::to_string(i) + "]", inps[i]);
+      shapes.push_back(inps[i].shape());
+      data.push_back(inps[i].data<float>());
+    }
+    std::size_t axis = 0;
+    const std::vector<Shape> joined = joined_shapes(p, shapes, axis);
+    Tensor y = Tensor::empty(kernels::concat_shape(joined.data(), joined.size(), axis, target), DType::float32, target);
+    kernels::concat(data.data(), joined.data(), joined.size(), axis, y.data<float>());
+    return y;
+  }
+  static Tensor eager(const params& p, const std::vector<Tensor>& inps) { return eager(p, std::span<const Tensor>(inps)); }
+  template <class... T>
+  static Tensor eager(const params& p, const std::tuple<T...>& inps) {
+    return eager(p, std::apply([](const auto&... t) { return std::vector<Tensor>{Tensor(t)...}; }, inps));
+  }
+
+  /// ONNX has no stack: each input gains the axis (Unsqueeze), then Concat joins them.
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    const std::size_t axis = normalize_axis(p.axis, cx.output_shape().rank(), cx.call().where);
+    const std::string axes = cx.graph().ints({static_cast<std::int64_t>(axis)}, "axes");
+    std::vector<std::string> in;
+    for (const onnx_operand& o : cx.input(0).list)
+      in.push_back(cx.node1("Unsqueeze", {o.name, axes}, cx.fresh(o.name + "_unsqueezed")));
+    cx.node("Concat", in, {cx.output()}, {{"axis", static_cast<std::int64_t>(axis)}});
+  }
+
+  /// A braced list of tensors is a vector: F::stack({a, b}, 1).
+  using op_base::operator();
+  template <std::derived_from<Tensor> T, class... Rest>
+  decltype(auto) operator()(std::initializer_list<T> inps, const Rest&... rest) const {
+    return (*this)(std::vector<Tensor>(inps.begin(), inps.end()), rest...);
+  }
+  template <std::derived_from<Tensor> T>
+  decltype(auto) operator()(std::initializer_list<T> inps, const params& p) const {
+    return (*this)(std::vector<Tensor>(inps.begin(), inps.end()), p);
+  }
+};
+inline constexpr stack_fn stack{};
+TRACEMOD_REGISTER_BUILTIN_OP(stack_fn);
+
+namespace detail {
+
+/// The numbers already made tensors by one tensor_from_list call: equal numbers share one tensor,
+/// so a traced list records one Constant per distinct number.
+struct list_numbers {
+  std::vector<std::pair<double, Tensor>> made;
+  Tensor operator()(double v) {
+    for (const auto& [value, t] : made)
+      if (value == v) return t;
+    Tensor t = Tensor::empty(Shape{}, DType::float32, stack_fn::target);
+    t.data<float>()[0] = static_cast<float>(v);
+    made.emplace_back(v, t);
+    return t;
+  }
+};
+
+template <class I>
+using list_item_t = std::conditional_t<scalar_operand<I>, Tensor, I>;
+
+template <class I>
+list_item_t<I> list_item(list_numbers& numbers, const I& item) {
+  if constexpr (scalar_operand<I>)
+    return numbers(static_cast<double>(item));
+  else
+    return item;
+}
+
+}  // namespace detail
+
+/// A 1-D float32 tensor of the items, in order: numbers and rank-0 tensors (eager tensors, or
+/// traced values while tracing). tensor_from_list(1, x.size(0), 1) is MegEngine's Tensor([1, n, 1]).
+template <class... I>
+  requires(sizeof...(I) > 0)
+auto tensor_from_list(const I&... items) {
+  detail::list_numbers numbers;
+  // A braced list converts the items left to right.
+  const std::tuple<detail::list_item_t<I>...> list{detail::list_item(numbers, items)...};
+  return stack(list, stack_params{0});
+}
+
+}  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header
