@@ -424,8 +424,9 @@ def npy_samples(root):
             np.lib.format.write_array(f, f4_2x3, version=version)
 
 
-# Folders other generators own (gen_modules.py, gen_mobilenet_v2.py); this script leaves them alone.
-FOREIGN = {"modules", "resnet18", "mobilenet_v2"}
+# Folders other generators own (gen_modules.py, gen_mobilenet_v2.py, gen_dynamic_shapes.py); this
+# script leaves them alone.
+FOREIGN = {"modules", "resnet18", "mobilenet_v2", "dynamic_shapes"}
 
 
 def main():
