@@ -75,6 +75,7 @@ struct astype_fn : op_base<astype_fn> {
   using params = astype_params;
   static constexpr std::tuple fields{required("dtype", &params::dtype)};
 
+  static constexpr bool shape_ignores_params = true;  // typed graphs know its shape at compile time
   static constexpr Shape infer_shape(const params&, const Shape& x) { return x; }
   /// The requested dtype; with the params unknown, the input's (it takes any dtype).
   static DType infer_dtype(const params* p, std::span<const DType> in) {

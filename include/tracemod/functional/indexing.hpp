@@ -13,6 +13,7 @@
 #include <tracemod/functional/param_value.hpp>
 #include <tracemod/functional/shape_ops.hpp>
 
+#include <algorithm>
 #include <array>
 #include <concepts>
 #include <cstdint>
@@ -246,6 +247,22 @@ inline std::vector<axis_plan> index_plan(const index_spec& index, const Shape& x
   return plan;
 }
 
+/// The index's item for each axis of a tensor of `rank` axes: the ellipsis and the axes after the
+/// last item become tmod::all. The index must be valid for that rank (index_plan checks it).
+inline std::vector<index_item> expand_index(const index_spec& index, std::size_t rank) {
+  std::size_t used = 0;
+  for (const index_item& it : index.items) used += std::holds_alternative<ellipsis_t>(it) ? 0 : 1;
+  std::vector<index_item> out;
+  for (const index_item& it : index.items) {
+    if (std::holds_alternative<ellipsis_t>(it))
+      out.insert(out.end(), rank - used, all);
+    else
+      out.push_back(it);
+  }
+  out.resize(rank, all);
+  return out;
+}
+
 /// Copies the positions the plan selects from x (contiguous, row-major) into y, element type T.
 template <class T>
 void gather_plan(const std::vector<axis_plan>& plan, const Shape& x, const T* in, T* out) {
@@ -366,20 +383,30 @@ TRACEMOD_REGISTER_BUILTIN_OP(getitem_fn);
 
 inline void getitem_fn::onnx_export(onnx_export_context& cx, const params& p) {
   const Shape& x = cx.input(0).shape;
-  const std::vector<detail::axis_plan> plan = detail::index_plan(p.index, x, cx.call().where);
+  (void)detail::index_plan(p.index, x, cx.call().where);  // the errors eager mode would raise
+  // Python's bounds as written: ONNX clamps them as Python does, so the node is right for any extent
+  // (a dynamic batch). Absent bounds are the extremes; an integer i is i:i+1 (-1 is -1:INT64_MAX).
+  constexpr std::int64_t lowest = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t highest = std::numeric_limits<std::int64_t>::max();
   std::vector<std::int64_t> starts, ends, axes, steps;
-  bool dropped = false;
-  for (std::size_t a = 0; a < plan.size(); ++a) {
-    const detail::axis_plan& d = plan[a];
-    if (d.kept && d.start == 0 && d.step == 1 && d.count == x[a]) continue;  // the whole axis
-    dropped = dropped || !d.kept;
-    starts.push_back(d.start);
-    // The end one step past the last position; below 0 (a negative step down to position 0) is
-    // INT64_MIN, which ONNX clamps to "before the first" rather than counting from the end.
-    const std::int64_t end = d.start + d.count * d.step;
-    ends.push_back(end < 0 ? std::numeric_limits<std::int64_t>::min() : end);
+  std::vector<bool> kept;
+  const std::vector<index_item> items = detail::expand_index(p.index, x.rank());
+  for (std::size_t a = 0; a < items.size(); ++a) {
+    const auto* s = std::get_if<slice>(&items[a]);
+    kept.push_back(s != nullptr);
+    if (s != nullptr && !s->start && !s->stop && s->step.value_or(1) == 1) continue;  // the whole axis
+    if (s != nullptr) {
+      const std::int64_t step = s->step.value_or(1);
+      starts.push_back(s->start.value_or(step > 0 ? 0 : highest));
+      ends.push_back(s->stop.value_or(step > 0 ? highest : lowest));
+      steps.push_back(step);
+    } else {
+      const std::int64_t i = std::get<std::int64_t>(items[a]);
+      starts.push_back(i);
+      ends.push_back(i == -1 ? highest : i + 1);
+      steps.push_back(1);
+    }
     axes.push_back(static_cast<std::int64_t>(a));
-    steps.push_back(d.step);
   }
   if (starts.empty()) {
     cx.node("Identity", {cx.input(0).name}, {cx.output()});
@@ -387,13 +414,15 @@ inline void getitem_fn::onnx_export(onnx_export_context& cx, const params& p) {
   }
   const std::vector<std::string> in{cx.input(0).name, cx.graph().ints(starts, "starts"), cx.graph().ints(ends, "ends"),
                                     cx.graph().ints(axes, "axes"), cx.graph().ints(steps, "steps")};
-  if (!dropped) {
+  if (std::find(kept.begin(), kept.end(), false) == kept.end()) {
     cx.node("Slice", in, {cx.output()});
     return;
   }
   const std::string sliced = cx.node1("Slice", in, cx.fresh(cx.output() + "_slice"));
+  // The axes in front of the first indexed one keep their place, so Reshape copies them (0).
   const Shape& out = cx.output_shape();
   std::vector<std::int64_t> shape(out.begin(), out.end());
+  for (std::size_t a = 0; a < shape.size() && kept[a]; ++a) shape[a] = 0;
   cx.node("Reshape", {sliced, cx.graph().ints(shape, "shape")}, {cx.output()});
 }
 
