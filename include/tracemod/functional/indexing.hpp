@@ -165,7 +165,7 @@ inline std::string repr(const index_spec& v) {
   if (v.items.size() == 1) return detail::item_repr(v.items[0]);
   std::string s = "(";
   for (std::size_t i = 0; i < v.items.size(); ++i) s += (i ? ", " : "") + detail::item_repr(v.items[i]);
-  return s + (v.items.size() == 1 ? ",)" : ")");
+  return s + ")";
 }
 inline Value to_value(const index_spec& v) { return Value(repr(v)); }
 
