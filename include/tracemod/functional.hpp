@@ -1,12 +1,15 @@
 // Every functional op (tracemod::functional, aliased F in docs) and the Tensor operators.
 #pragma once
 
+#include <tracemod/functional/astype.hpp>
 #include <tracemod/functional/conv.hpp>
 #include <tracemod/functional/elementwise.hpp>
 #include <tracemod/functional/fused_elementwise.hpp>
+#include <tracemod/functional/indexing.hpp>
 #include <tracemod/functional/linalg.hpp>
 #include <tracemod/functional/normalization.hpp>
 #include <tracemod/functional/pooling.hpp>
+#include <tracemod/functional/power.hpp>
 #include <tracemod/functional/shape_ops.hpp>
 #include <tracemod/functional/softmax.hpp>
 #include <tracemod/functional/stack.hpp>

@@ -26,6 +26,10 @@ enum class DType : std::uint8_t { float32, int32 };
   return "?";
 }
 
+/// The dtypes by name, as numpy and MegEngine spell them: `x.astype(tmod::int32)`.
+inline constexpr DType float32 = DType::float32;
+inline constexpr DType int32 = DType::int32;
+
 template <class T>
 inline constexpr bool is_element_type_v = std::is_same_v<T, float> || std::is_same_v<T, std::int32_t>;
 

@@ -86,8 +86,10 @@ struct op_entry {
   std::function<Shape(const void* params, std::span<const erased_shape>)> infer_shape;
   /// The cost of a call (functional/cost.hpp) from its operand shapes and its output shape.
   std::function<op_cost(const void* params, std::span<const erased_shape>, const Shape& out)> cost;
-  /// The output dtype given the operands' (float32 unless the op keeps its input's dtype).
-  std::function<DType(std::span<const DType>)> infer_dtype;
+  /// The output dtype given the params (null when they are not known yet) and the operands' dtypes:
+  /// Op::infer_dtype(const params*, dtypes) where the op states it (astype), else its input's dtype
+  /// for an op that takes any dtype (`any_dtype`), else float32.
+  std::function<DType(const void* params, std::span<const DType>)> infer_dtype;
   /// Its ONNX export rule (onnx_rule.hpp); null for an op without an ONNX equivalent.
   std::function<void(onnx_export_context&, const void* params)> onnx_export;
   /// The ONNX node types it imports (onnx_rule.hpp).
@@ -252,8 +254,11 @@ op_entry make_entry() {
     e.onnx_imports = Op::onnx_imports();
   else if constexpr (requires { Op::onnx_import_types; })
     e.onnx_imports = onnx_import_rules<Op>();
-  e.infer_dtype = [](std::span<const DType> dtypes) {
-    if constexpr (keeps_input_dtype<Op>)
+  e.infer_dtype = [](const void* params, std::span<const DType> dtypes) {
+    (void)params;
+    if constexpr (requires(const P* p) { { Op::infer_dtype(p, dtypes) } -> std::same_as<DType>; })
+      return Op::infer_dtype(static_cast<const P*>(params), dtypes);
+    else if constexpr (keeps_input_dtype<Op>)
       return dtypes.empty() ? DType::float32 : dtypes.front();
     else
       return DType::float32;

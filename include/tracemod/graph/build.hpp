@@ -166,7 +166,7 @@ inline Expr* Graph::create_op_call(const functional::op_entry& op, const std::ve
   }
   const void* p = e->op_params();
   const Shape out_shape = op.infer_shape(p, shapes);
-  const DType out_dtype = op.infer_dtype(dtypes);
+  const DType out_dtype = op.infer_dtype(p, dtypes);
   // Commit: nothing below throws.
   e->inputs_ = inputs;
   for (Node* n : inputs) n->users_.push_back(e.get());

@@ -92,7 +92,7 @@ functional::op_entry wrapped_entry(std::string name, std::shared_ptr<const Fn> f
   e.cost = [](const void*, std::span<const functional::erased_shape> shapes, const Shape& out) {
     return functional::detail::io_bytes(shapes, out);
   };
-  e.infer_dtype = [](std::span<const DType>) { return DType::float32; };
+  e.infer_dtype = [](const void*, std::span<const DType>) { return DType::float32; };
   (void)seq;
   return e;
 }

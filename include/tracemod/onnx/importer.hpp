@@ -102,7 +102,7 @@ class Importer {
   graph::Node* call(const functional::op_entry& op, const std::vector<graph::CallArg>& operands,
                     const std::vector<Value>& params) {
     const std::array int32_in{DType::int32};
-    if (op.infer_dtype(int32_in) != DType::int32)
+    if (op.infer_dtype(nullptr, int32_in) != DType::int32)
       for (const graph::CallArg& a : operands) {
         std::vector<graph::Node*> nodes;
         if (const auto* n = std::get_if<graph::Node*>(&a)) nodes.push_back(*n);

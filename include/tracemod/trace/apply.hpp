@@ -98,8 +98,14 @@ struct operand_shape_info<constant_scalar<Num, Den>> {
 template <class N>
 using shape_info_t = typename operand_shape_info<N>::type;
 
+/// Whether an op's output shape follows from its operands' shapes alone: it has no params, or it
+/// declares `static constexpr bool shape_ignores_params = true;` (astype).
+template <class Op, class P>
+inline constexpr bool shape_from_operands_v = std::same_as<P, functional::no_params> ||
+                                              requires { requires Op::shape_ignores_params; };
+
 template <class Op, class P, class... Args>
-inline constexpr bool all_static_v = std::same_as<P, functional::no_params> && (shape_info_t<Args>::is_static && ...);
+inline constexpr bool all_static_v = shape_from_operands_v<Op, P> && (shape_info_t<Args>::is_static && ...);
 
 /// Calls Op::infer_shape with each operand in the form its kind asks for: a Shape, a pointer to a
 /// Shape for optional tensors (null for none), a span of Shapes for lists.
@@ -140,7 +146,7 @@ constexpr auto static_operand(const Shape& s) {
 template <class Op, class... Args, std::size_t... K>
 consteval Shape static_infer(std::index_sequence<K...>) {
   const std::array<Shape, sizeof...(Args)> shapes{shape_info_t<Args>::value...};
-  return Op::infer_shape(functional::no_params{}, static_operand<Op, K>(shapes[K])...);
+  return Op::infer_shape(typename Op::params{}, static_operand<Op, K>(shapes[K])...);
 }
 
 template <class Op, class Seq>

@@ -1,0 +1,121 @@
+// astype: a copy of a tensor converted to another dtype (MegEngine's and numpy's Tensor.astype), and
+// the DType param it takes (printed and saved by name: float32, int32).
+#pragma once
+
+#include <tracemod/core/dtype.hpp>
+#include <tracemod/core/value.hpp>
+#include <tracemod/functional/onnx_rule.hpp>
+#include <tracemod/functional/op.hpp>
+#include <tracemod/functional/param_value.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+namespace tracemod {
+
+/// A DType param as a graph prints and saves it: its name.
+inline std::string repr(DType d) { return std::string(dtype_name(d)); }
+inline Value to_value(DType d) { return Value(std::string(dtype_name(d))); }
+
+}  // namespace tracemod
+
+namespace tracemod::functional {
+
+using tracemod::repr;
+using tracemod::to_value;
+
+namespace detail {
+
+template <>
+struct param_from_value<DType> {
+  static DType get(const Value& v, std::string_view op, std::string_view name) {
+    if (v.kind() == Value::Kind::string) {
+      if (v.string() == dtype_name(DType::float32)) return DType::float32;
+      if (v.string() == dtype_name(DType::int32)) return DType::int32;
+    }
+    bad_param(op, name, "a dtype name (float32 or int32)", v);
+  }
+};
+
+/// float -> int32 as tracemod defines it: toward zero, saturating, NaN -> 0 (see astype_fn).
+inline std::int32_t float_to_int32(float v) noexcept {
+  if (std::isnan(v)) return 0;
+  if (v >= 2147483648.0f) return std::numeric_limits<std::int32_t>::max();
+  if (v <= -2147483648.0f) return std::numeric_limits<std::int32_t>::min();
+  return static_cast<std::int32_t>(v);
+}
+
+/// ONNX's TensorProto element types of the dtypes.
+inline constexpr std::int64_t onnx_float = 1;
+inline constexpr std::int64_t onnx_int32 = 6;
+
+}  // namespace detail
+
+struct astype_params {
+  DType dtype = DType::float32;
+  friend constexpr bool operator==(const astype_params&, const astype_params&) = default;
+};
+
+/// A new tensor of the same shape holding `self`'s values converted to `dtype` (a copy even when the
+/// dtype is the same, as numpy's astype). int32 -> float32 rounds to nearest, ties to even (exact up
+/// to 2^24). float32 -> int32 truncates toward zero, as numpy, MegEngine and C do; where they leave
+/// the result undefined (x86 gives INT32_MIN), tracemod saturates: values at or beyond +-2^31 become
+/// INT32_MAX / INT32_MIN, and NaN becomes 0.
+struct astype_fn : op_base<astype_fn> {
+  static constexpr std::string_view name = "astype";
+  static constexpr std::string_view target = "astype";
+  static constexpr call_kind kind = call_kind::method;
+  static constexpr std::array operands{operand{"self", operand_kind::tensor}};
+  using params = astype_params;
+  static constexpr std::tuple fields{required("dtype", &params::dtype)};
+
+  static constexpr bool shape_ignores_params = true;  // typed graphs know its shape at compile time
+  static constexpr Shape infer_shape(const params&, const Shape& x) { return x; }
+  /// The requested dtype; with the params unknown, the input's (it takes any dtype).
+  static DType infer_dtype(const params* p, std::span<const DType> in) {
+    if (p != nullptr) return p->dtype;
+    return in.empty() ? DType::float32 : in.front();
+  }
+
+  static Tensor eager(const params& p, const Tensor& x) {
+    require_defined(target, "self", x);
+    if (x.dtype() == p.dtype) return x.clone();
+    Tensor y = Tensor::empty(x.shape(), p.dtype, target);
+    const auto n = static_cast<std::size_t>(x.numel());
+    if (p.dtype == DType::int32) {
+      const float* in = x.data<float>();
+      std::int32_t* out = y.data<std::int32_t>();
+      for (std::size_t i = 0; i < n; ++i) out[i] = detail::float_to_int32(in[i]);
+    } else {
+      const std::int32_t* in = x.data<std::int32_t>();
+      float* out = y.data<float>();
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
+    }
+    return y;
+  }
+
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    cx.node("Cast", {cx.input(0).name}, {cx.output()},
+            {{"to", p.dtype == DType::int32 ? detail::onnx_int32 : detail::onnx_float}});
+  }
+  static constexpr std::array onnx_import_types{std::string_view("Cast")};
+  static constexpr std::array onnx_import_attributes{std::string_view("to"), std::string_view("saturate")};
+  static void onnx_import(onnx_import_context& cx) {
+    const std::int64_t to = cx.attr_int("to", 0);
+    if (to != detail::onnx_float && to != detail::onnx_int32)
+      cx.unsupported("Cast to element type " + std::to_string(to) + " (tracemod holds FLOAT and INT32)");
+    cx.bind(cx.call<astype_fn>({to == detail::onnx_int32 ? DType::int32 : DType::float32}, cx.tensor(0)));
+  }
+};
+inline constexpr astype_fn astype{};
+TRACEMOD_REGISTER_BUILTIN_OP(astype_fn);
+
+}  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header
