@@ -189,4 +189,76 @@ TEST_CASE("a traced module called with other argument kinds than traced names th
             .find("called with (Tensor, 2), but it was traced for forward(Tensor)") != std::string::npos);
 }
 
+/// A backbone whose sub-module is called with two different non-tensor arguments (two graphs).
+struct Steps : tmod::Module {
+  CallsTwice steps;
+  TM_MODULE(Steps, steps)
+  auto forward(const auto& x) const { return steps(x) * 3; }
+};
+
+/// Holds its traced module as a dynamic attribute (setattr), reached with getattr in forward.
+struct Wrapper : tmod::Module {
+  M::ReLU act;
+  TM_MODULE(Wrapper, act)
+  auto forward(const auto& x) const { return act(getattr("inner").as<tmod::TracedModule>().forward(x)); }
+};
+
+/// Uses both outputs of a traced module with a tuple output.
+struct UsesBoth : tmod::Module {
+  tmod::TracedModule two;
+  TM_MODULE(UsesBoth, two)
+  explicit UsesBoth(tmod::TracedModule m) : two(std::move(m)) {}
+  auto forward(const auto& x) const {
+    auto outs = two.forward_flat(x);
+    return std::tuple{outs[0] * 2.f, outs[1]};
+  }
+};
+
+TEST_CASE("sub-modules traced with several signatures, a setattr attribute, named inputs") {
+  Steps steps;
+  const tmod::Tensor x = tmod::tensor({1.f, 2.f, 3.f});
+  tmod::TracedModule inner = tmod::trace_module(steps, {{"data", x}});
+  Wrapper w;
+  w.setattr("inner", inner);
+  tmod::TracedModule t = tmod::trace_module(w, x);
+  const tmod::graph::Graph& copy = *call_of(t.graph(), "inner")->graph();
+  CHECK(copy.name() == "Wrapper_inner");
+  CHECK(copy.inputs()[1]->name() == "data");  // the traced graph's input names are kept
+  // Both graphs of the sub-module called with 1 and with 2 are copied, each under its signature.
+  const tmod::TracedModule& calls = sub(t, "inner.steps.mod");
+  REQUIRE(calls.graphs().size() == 2);
+  CHECK(calls.graphs()[0].first == "(Tensor, 1)");
+  CHECK(calls.graphs()[1].first == "(Tensor, 2)");
+  // Ids: inner %2/%3, its inputs %4-%5, steps %6/%7, inputs %8-%9, mod %10, mod(x, 1) %11 with
+  // its graph %12-%14, mod(a, 2) %15 with its graph's inputs %16-%17.
+  CHECK(text(*calls.graphs()[1].second) ==
+        "Wrapper_inner_steps_mod_1.Graph (self, x) {\n"
+        "\t%18:\tadd_out = x.__add__(2, )\n"
+        "\treturn add_out\n"
+        "}");
+  check_identical(t(x), w(x));
+  const tmod::Tensor y = t(x);
+  const auto v = y.values<float>();
+  CHECK(std::vector<float>(v.begin(), v.end()) == std::vector<float>{12.f, 15.f, 18.f});  // ((x + 1) + 2) * 3
+  check_identical(t.flatten()(x), w(x));
+
+  // trace_module of the traced module itself keeps its input names.
+  tmod::TracedModule again = tmod::trace_module(inner, x);
+  CHECK(again.graph().inputs()[1]->name() == "data");
+  CHECK(text(again.graph()) == text(inner.graph()));
+}
+
+TEST_CASE("a traced module with a tuple output: forward_flat") {
+  TwoOutputs two;
+  const tmod::Tensor x = tmod::arange(0.f, 8.f).reshape({2, 4});
+  tmod::TracedModule traced = tmod::trace_module(two, x);
+  UsesBoth both(traced);
+  tmod::TracedModule t = tmod::trace_module(both, x);
+  const tmod::Value got = t(x);
+  const auto [a, b] = both(x);
+  check_identical(got[0].tensor(), a);
+  check_identical(got[1].tensor(), b);
+  CHECK(error_of<tmod::graph_error>([&] { (void)traced.forward(x); }).find("not one tensor") != std::string::npos);
+}
+
 }  // namespace tmod_test_graph_retrace
