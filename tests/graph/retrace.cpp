@@ -261,4 +261,34 @@ TEST_CASE("a traced module with a tuple output: forward_flat") {
   CHECK(error_of<tmod::graph_error>([&] { (void)traced.forward(x); }).find("not one tensor") != std::string::npos);
 }
 
+TEST_CASE("insert_exprs: a traced module of the tree keeps its graph, an attached one is copied") {
+  Net net(traced_backbone());
+  net.eval();
+  tmod::TracedModule t = tmod::trace_module(net, input());
+  tmod::graph::Graph& g = t.graph();
+  const tmod::graph::Graph* own = &sub(t, "backbone").graph();
+  t.setattr("extra", net.backbone);  // the same weights, as a traced module the graph does not call yet
+  tmod::graph::Node* mul_out = g.get_node_by_name("mul_out", true, false).as_unique();
+  tmod::graph::Node* again = nullptr;
+  tmod::graph::Node* extra = nullptr;
+  {
+    auto scope = tmod::graph::insert_exprs(g);
+    again = sub(t, "backbone").forward(tmod::Sym(mul_out)).node();
+    extra = t.getattr("extra").as<tmod::TracedModule>()(tmod::Sym(mul_out)).node();
+  }
+  tmod::graph::add_output_node(g, again);
+  tmod::graph::add_output_node(g, extra);
+  CHECK(again->expr()->graph() == own);  // the same graph object: nothing copied
+  CHECK(&sub(t, "backbone").graph() == own);
+  CHECK(extra->expr()->graph()->name() == "Net_extra");
+  CHECK(extra->expr()->graph()->top_graph() == &g);
+  CHECK(&sub(t, "extra").graph() == extra->expr()->graph());  // the attribute is the traced copy
+  tmod::check(g);
+  const tmod::Value v = t(input());
+  const tmod::Tensor backbone_out = net.backbone.forward(input() * 0.5f);
+  check_identical(v[0][0].tensor(), net(input()));
+  check_identical(v[0][1].tensor(), backbone_out);
+  check_identical(v[1].tensor(), backbone_out);  // the same weights' backbone, copied
+}
+
 }  // namespace tmod_test_graph_retrace

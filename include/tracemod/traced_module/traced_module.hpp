@@ -5,6 +5,7 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/meta.hpp>
 #include <tracemod/core/value.hpp>
 #include <tracemod/graph/cost.hpp>
 #include <tracemod/graph/graph.hpp>
@@ -167,6 +168,16 @@ class TracedModule final : public Module, public graph::GraphHolder {
   template <class... A>
     requires(graph::detail::involves_sym<A> || ...)
   Sym forward(const A&... args) const;
+  /// Anything else (the compile-time tracer's typed nodes): a readable error instead of a cascade.
+  template <class... A>
+    requires(!(std::convertible_to<const A&, Value> && ...) && !(graph::detail::involves_sym<A> || ...))
+  auto forward(const A&...) const {  // deduced: the assertion fires before the caller's use of the result
+    static_assert(::tracemod::detail::always_false_v<A...>,
+                  "tmod::TracedModule: a traced module runs its runtime graph: call it with tensors, or with tmod::Sym "
+                  "while tmod::trace_module records (tmod::symbolic_trace cannot see into it: trace the enclosing "
+                  "module with tmod::trace_module)");
+    return Tensor{};
+  }
   /// Like forward, for any output structure: every output tensor (or Sym), flattened depth-first.
   template <class... A>
     requires(std::convertible_to<const A&, Value> && ...)
