@@ -167,6 +167,14 @@ struct WithNumber : tmod::Module {
   auto forward(const auto& x) const { return bb.forward(x, 2); }
 };
 
+/// Passes its input straight to its traced module.
+struct Direct : tmod::Module {
+  tmod::TracedModule bb;
+  TM_MODULE(Direct, bb)
+  explicit Direct(tmod::TracedModule m) : bb(std::move(m)) {}
+  auto forward(const auto& x) const { return bb.forward(x); }
+};
+
 TEST_CASE("a traced module called with other argument kinds than traced names the forms") {
   tmod::TracedModule b = traced_backbone();
   CHECK(b.traced_forms() == std::vector<std::string>{"(Tensor)"});
@@ -187,6 +195,13 @@ TEST_CASE("a traced module called with other argument kinds than traced names th
   WithNumber with_number(b);
   CHECK(error_of<tmod::graph_error>([&] { (void)tmod::trace_module(with_number, input()); })
             .find("called with (Tensor, 2), but it was traced for forward(Tensor)") != std::string::npos);
+
+  // A tensor of another dtype than traced.
+  Direct direct(b);
+  const std::string dtype = error_of<tmod::dtype_error>(
+      [&] { (void)tmod::trace_module(direct, tmod::zeros({1, 3, 4, 4}, tmod::DType::int32)); });
+  CHECK(dtype.find("Backbone 'Direct.bb': input 'x' is int32, but Backbone.Graph was traced with float32") !=
+        std::string::npos);
 }
 
 /// A backbone whose sub-module is called with two different non-tensor arguments (two graphs).
