@@ -99,6 +99,12 @@ class InsertScope final : private ModuleTracer {
 
   // ---- ModuleTracer: user modules called in the scope --------------------------------------------
   Graph* find_graph(const Module& module, const std::string& signature) override {
+    // A traced module of the tree already called with this signature keeps its graph (as
+    // graph::call uses it); any other call is traced (a traced module: its graph copied) into a
+    // traced copy that replaces the attribute on commit.
+    if (traced_.count(&module) == 0)
+      if (const auto* tm = dynamic_cast<const TracedModule*>(&module))
+        if (Graph* g = tm->graph_for(signature)) return g;
     return traced_of(module).graph_for(signature);
   }
   Graph& add_graph(const Module& module, const std::string& signature, std::string name, std::string qualname) override {

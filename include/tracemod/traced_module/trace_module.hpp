@@ -204,9 +204,24 @@ constexpr bool forward_takes_syms(std::index_sequence<I...>) {
   return requires(const M& m) { m.forward((static_cast<void>(I), std::declval<const Sym&>())...); };
 }
 
+/// The input names of the graph a traced module is traced again with: it keeps its own (as
+/// MegEngine copies them when re-tracing a TracedModule). Empty when none fits.
 template <class M, class Inputs>
-TracedModule trace_impl(const M& module, const Inputs& inputs, const std::vector<std::string>& names,
+std::vector<std::string> retrace_input_names(const M& module, const Inputs& inputs) {
+  std::vector<std::string> names;
+  if constexpr (std::same_as<M, TracedModule>) {
+    const std::string form = std::apply([](const auto&... a) { return graph::detail::signature_of(a...); }, inputs);
+    if (const graph::Graph* g = module.graph_for_call(form))
+      for (std::size_t i = 1; i < g->inputs().size(); ++i) names.push_back(g->inputs()[i]->name());
+    if (names.size() != std::tuple_size_v<Inputs>) names.clear();  // numbers among the arguments: default names
+  }
+  return names;
+}
+
+template <class M, class Inputs>
+TracedModule trace_impl(const M& module, const Inputs& inputs, std::vector<std::string> names,
                         const TraceOptions& options) {
+  if (names.empty()) names = retrace_input_names(module, inputs);
   TraceSession session(module);
   const std::unique_ptr<TracedModule> root = session.release_root();
   TracedModule& top = *root;

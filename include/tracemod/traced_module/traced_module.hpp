@@ -5,12 +5,16 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/core/meta.hpp>
 #include <tracemod/core/value.hpp>
 #include <tracemod/graph/cost.hpp>
 #include <tracemod/graph/graph.hpp>
 #include <tracemod/graph/interpreter.hpp>
 #include <tracemod/graph/print.hpp>
+#include <tracemod/graph/sym.hpp>
 #include <tracemod/nn/module.hpp>
+
+#include <boost/hana/tuple.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -68,6 +72,13 @@ class TracedModule final : public Module, public graph::GraphHolder {
   }
   ~TracedModule() override = default;
 
+  // A TracedModule is a module class like those declaring TM_MODULE (its attributes are all
+  // dynamic): it can be a member listed in TM_MODULE, be given to setattr by value, and fill a
+  // ModuleList.
+  using tracemod_reflected = TracedModule;
+  static constexpr bool builtin = false;
+  static constexpr auto tracemod_members() { return boost::hana::tuple<>{}; }
+
   /// The traced class's name ("ResNet").
   [[nodiscard]] std::string_view type_name() const override { return type_name_; }
   [[nodiscard]] bool is_builtin() const noexcept override { return false; }
@@ -111,6 +122,7 @@ class TracedModule final : public Module, public graph::GraphHolder {
   }
   Value run(std::span<const graph::NodeValue> inputs) const {
     const graph::Graph& g = graph();
+    check_call_form(g, inputs);
     check_input_dtypes(g, inputs);
     if (watch_.empty() && end_.empty()) return g.pack_outputs(g.run(*this, inputs));
     check_points_alive();
@@ -137,6 +149,55 @@ class TracedModule final : public Module, public graph::GraphHolder {
     ValueList values;
     for (const graph::NodeValue& v : ends) values.push_back(std::get<Value>(v));
     return Value::tuple(std::move(values));
+  }
+
+  // ---- calls while tracing (traced_module/retrace.hpp) -------------------------------------------
+  /// Called with a tmod::Sym while trace_module (or insert_exprs) records: records a call of this
+  /// module, whose callee graph is a copy of the graph traced for these argument kinds, nested
+  /// under the module being traced (as a user module's graph is). Returns the call's output; the
+  /// graph must return one tensor (forward_flat takes any output structure).
+  template <class... A>
+    requires(graph::detail::involves_sym<A> || ...)
+  Sym operator()(const A&... args) const;
+  /// The call to write in a generic forward: on tensors it runs the graph and returns its output
+  /// tensor; on Syms it records like operator() (or, when this module's own forward is being
+  /// recorded, as in trace_module(traced, x), it copies its graph into the one recording).
+  template <class... A>
+    requires(std::convertible_to<const A&, Value> && ...)
+  Tensor forward(const A&... args) const;
+  template <class... A>
+    requires(graph::detail::involves_sym<A> || ...)
+  Sym forward(const A&... args) const;
+  /// Anything else (the compile-time tracer's typed nodes): a readable error instead of a cascade.
+  template <class... A>
+    requires(!(std::convertible_to<const A&, Value> && ...) && !(graph::detail::involves_sym<A> || ...))
+  auto forward(const A&...) const {  // deduced: the assertion fires before the caller's use of the result
+    static_assert(::tracemod::detail::always_false_v<A...>,
+                  "tmod::TracedModule: a traced module runs its runtime graph: call it with tensors, or with tmod::Sym "
+                  "while tmod::trace_module records (tmod::symbolic_trace cannot see into it: trace the enclosing "
+                  "module with tmod::trace_module)");
+    return Tensor{};
+  }
+  /// Like forward, for any output structure: every output tensor (or Sym), flattened depth-first.
+  template <class... A>
+    requires(std::convertible_to<const A&, Value> && ...)
+  std::vector<Tensor> forward_flat(const A&... args) const;
+  template <class... A>
+    requires(graph::detail::involves_sym<A> || ...)
+  std::vector<Sym> forward_flat(const A&... args) const;
+  /// The argument kinds this module was traced for, one per graph: "(Tensor, Tensor)", "(Tensor, 2)".
+  [[nodiscard]] std::vector<std::string> traced_forms() const {
+    std::vector<std::string> forms;
+    for (const auto& [sig, g] : graphs_) forms.push_back(sig.empty() ? tensor_form(*g) : sig);
+    return forms;
+  }
+  /// The graph traced for a call with these argument kinds: its signature's graph, or the graph of
+  /// trace_module (which takes tensors only) when the call passes that many tensors; null if none.
+  [[nodiscard]] graph::Graph* graph_for_call(std::string_view signature) const {
+    if (graph::Graph* g = graph_for(signature)) return g;
+    for (const auto& [sig, g] : graphs_)
+      if (sig.empty() && tensor_form(*g) == signature) return g.get();
+    return nullptr;
   }
 
   // ---- watch points and end points --------------------------------------------------------------
@@ -250,6 +311,30 @@ class TracedModule final : public Module, public graph::GraphHolder {
       }
     }
   }
+  /// "(Tensor, Tensor)" for a graph of two tensor inputs.
+  static std::string tensor_form(const graph::Graph& g) {
+    std::string form;
+    for (std::size_t i = 1; i < g.inputs().size(); ++i) form += i == 1 ? "Tensor" : ", Tensor";
+    return "(" + form + ")";
+  }
+  /// A call with other argument kinds than traced names the forms that were.
+  void check_call_form(const graph::Graph& g, std::span<const graph::NodeValue> inputs) const {
+    std::string form;
+    bool fits = inputs.size() + 1 == g.inputs().size();
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const auto* v = std::get_if<Value>(&inputs[i]);
+      const bool tensor = v != nullptr && v->is_tensor();
+      fits = fits && tensor;
+      form += (i == 0 ? "" : ", ") + (tensor ? std::string("Tensor") : v != nullptr ? v->repr() : std::string("Module"));
+    }
+    if (fits) return;
+    const std::size_t want = g.inputs().size() - 1;
+    const std::string count = inputs.size() == want ? std::string()
+                                                    : g.name() + ".Graph takes " + std::to_string(want) + " input" +
+                                                          (want == 1 ? "" : "s") + ", got " + std::to_string(inputs.size()) + ": ";
+    throw graph_error(type_name_ + ": " + count + "called with (" + form + "), but it was traced for forward" +
+                      tensor_form(g) + "; call it with the arguments it was traced with");
+  }
   /// A tensor input of another dtype than traced is a dtype_error (its shape is checked by the run).
   static void check_input_dtypes(const graph::Graph& g, std::span<const graph::NodeValue> inputs) {
     const std::vector<graph::Node*> params = g.inputs();
@@ -286,5 +371,6 @@ class TracedModule final : public Module, public graph::GraphHolder {
 
 }  // namespace tracemod
 
-// flatten() is defined with its helpers.
+// flatten() is defined with its helpers, and the calls on Syms with the copying of graphs.
 #include <tracemod/traced_module/flatten.hpp>
+#include <tracemod/traced_module/retrace.hpp>
