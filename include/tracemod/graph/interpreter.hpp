@@ -96,11 +96,12 @@ inline std::vector<NodeValue> call_module_hooked(const Expr& e, const Module& m,
     if (v == nullptr) fail_at(e, "a module passed as an argument cannot be shown to the callee's hooks");
     inputs.push_back(*v);
   }
+  const std::string where = "%" + std::to_string(e.id()) + " (" + e.inputs()[0]->name() + "): ";
   const auto named = [&](auto&& run_hooks) {  // a hook's error also names the call's expr
     try {
       run_hooks();
     } catch (const error& x) {
-      tracemod::detail::rethrow_with_prefix(x, "%" + std::to_string(e.id()) + " (" + e.target() + "): ");
+      tracemod::detail::rethrow_with_prefix(x, where);
     }
   };
   std::vector<NodeValue> replaced;
@@ -108,8 +109,8 @@ inline std::vector<NodeValue> call_module_hooked(const Expr& e, const Module& m,
   named([&] { pre_replaced = tracemod::detail::run_pre_hooks(m, hooks, inputs); });
   if (pre_replaced) {
     if (inputs.size() != args.size())
-      fail_at(e, "the forward pre-hooks of " + std::string(m.type_name()) + " returned " + std::to_string(inputs.size()) +
-                     " inputs for " + std::to_string(args.size()) + " arguments");
+      throw value_error(where + "the forward pre-hooks of " + std::string(m.type_name()) + " returned " +
+                        std::to_string(inputs.size()) + " inputs for " + std::to_string(args.size()) + " arguments");
     replaced.assign(inputs.begin(), inputs.end());
     args = replaced;
   }
@@ -122,8 +123,8 @@ inline std::vector<NodeValue> call_module_hooked(const Expr& e, const Module& m,
   std::vector<NodeValue> flat;
   const bool fits = sub != nullptr ? flatten_like(sub->output_tree(), output, flat) : output.is_tensor();
   if (!fits)
-    fail_at(e, "the forward hooks of " + std::string(m.type_name()) + " replaced the output by " + output.repr() +
-                   ", which has another structure than the output of the call");
+    throw value_error(where + "the forward hooks of " + std::string(m.type_name()) + " replaced the output by " +
+                      output.repr() + ", which has another structure than the output of the call");
   if (sub == nullptr) flat.emplace_back(std::move(output));
   return flat;
 }
