@@ -108,6 +108,10 @@ TEST_CASE("hooks: a TracedModule's own hooks and a sub-TracedModule's run when c
   });
   check_identical(traced(image), reference(net, true, true));
   CHECK(calls == std::vector<std::string>{"ConvNet", "Head"});
+  // flatten() inlines the call of `head`: its hooks no longer run; the top module's still do.
+  calls.clear();
+  check_identical(traced.flatten()(image), reference(net, true, false));
+  CHECK(calls == std::vector<std::string>{"ConvNet"});
   // graph.eval runs the graph alone: the top module's hooks belong to calls of the module.
   calls.clear();
   check_identical(traced.graph().eval(image), reference(net, false, true));
