@@ -246,13 +246,14 @@ TracedModule trace_impl(const M& module, const Inputs& inputs, const std::vector
   }
   finish_trace(top);
   if (options.check) {
-    // Through the call operator: the module's own hooks run, as the traced module's do.
+    // Through the call operator: the module's own hooks run, as the traced module's do (forward
+    // alone for arguments the call operator does not take eagerly, such as a bool).
     const Value eager = std::apply(
         [&](const auto&... a) {
-          if constexpr (requires { module(a...); })
-            return to_value_tree(module(a...));
-          else
-            return to_value_tree(module.forward(a...));
+          if constexpr ((functional::eager_operand<decltype(a)> && ...)) {
+            if constexpr (requires { module(a...); }) return to_value_tree(module(a...));
+          }
+          return to_value_tree(module.forward(a...));
         },
         inputs);
     std::vector<graph::NodeValue> in;
