@@ -126,6 +126,22 @@ TEST_CASE("hooks: a TracedModule's own hooks and a sub-TracedModule's run when c
   check_identical(std::get<tmod::Value>(out.at(0)).tensor(), F::linear(flat, net.head.fc.weight, net.head.fc.bias) + 1.f);
 }
 
+TEST_CASE("hooks: the top module's hooks with a frozen non-tensor argument: the traced module sees the tensors") {
+  AddK add;
+  std::vector<std::size_t> seen;
+  tmod::HookHandle h = add.register_forward_pre_hook([&](const tmod::Module&, Inputs in) {
+    seen.push_back(in.size());
+    tmod::ValueList out(in.begin(), in.end());
+    out[0] = in[0].tensor() * 2.f;
+    return out;
+  });
+  const tmod::Tensor x = tmod::ones({3});
+  tmod::TracedModule traced = tmod::trace_module(add, x, 1);  // the check calls both with the hook
+  check_identical(traced(x), x * 2.f + 1);
+  check_identical(add(x, 1), x * 2.f + 1);
+  CHECK(seen == std::vector<std::size_t>{2, 1, 1, 2});  // eager (x, 1); the traced module (x)
+}
+
 TEST_CASE("hooks: a hook failing in the interpreter names the call and the module; removing it heals the module") {
   ConvNet net;
   tmod::TracedModule traced = tmod::trace_module(net, image);
