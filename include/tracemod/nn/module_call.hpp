@@ -105,13 +105,12 @@ template <class M, class... A>
 decltype(auto) call_module(const M& module, const A&... args) {
   if constexpr ((functional::eager_operand<A> && ...)) {
     if constexpr (requires { module.forward(args...); }) {
-      // A module without hooks pays this one test; hooks make forward's result a value (not a reference).
-      using R = decltype(module.forward(args...));
+      // A module without hooks pays this one test. The call returns forward's result as a value (a
+      // hook may replace it), so both branches return R.
+      using R = std::remove_cvref_t<decltype(module.forward(args...))>;
       if (const hook_list* hooks = module_access::hooks(module); hooks != nullptr && any_live_hook(*hooks)) [[unlikely]]
-        return eager_forward(module, [&] { return forward_with_hooks(module, *hooks, args...); }, args...);
-      return eager_forward(module, [&]() -> std::conditional_t<std::is_reference_v<R>, std::remove_cvref_t<R>, R> {
-        return module.forward(args...);
-      }, args...);
+        return eager_forward(module, [&]() -> R { return forward_with_hooks(module, *hooks, args...); }, args...);
+      return eager_forward(module, [&]() -> R { return module.forward(args...); }, args...);
     } else {
       static_assert(::tracemod::detail::always_false_v<M, A...>,
                     "tracemod: the module's forward cannot be called with these arguments; declare it as a const "
