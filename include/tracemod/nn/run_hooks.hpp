@@ -163,7 +163,7 @@ hook_arg_t<A> from_hook_value(const Module& m, std::size_t i, const Value& v) {
 /// Whether forward's result converts to a value hooks see (a tensor, or nested tuples, pairs and
 /// vectors of tensors).
 template <class R>
-constexpr bool hook_result_v = [] {
+inline constexpr bool hook_result_v = [] {
   if constexpr (std::derived_from<R, Tensor>) return true;
   else if constexpr (requires { std::tuple_size<R>::value; })
     return []<std::size_t... I>(std::index_sequence<I...>) {
