@@ -4,12 +4,15 @@
 // its last use. Any change to the graph drops the plan. Values reach ops as pointers into the slots:
 // running a plan allocates nothing but the op results.
 //
+// A module-call step runs the callee's forward hooks around the call, as an eager call does.
+//
 // Runs are reentrant: the plan is built once under the graph's lock (concurrent first runs wait for
 // it) and is read-only afterwards; the slots and byte counts of a run belong to that call.
 #pragma once
 
 #include <tracemod/core/error.hpp>
 #include <tracemod/graph/graph.hpp>
+#include <tracemod/nn/run_hooks.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -42,8 +45,7 @@ namespace detail {
 
 /// Runs a call of a module: a traced module runs the graph for the call's signature, a builtin one
 /// its forward. Returns one value per output of `e`.
-inline std::vector<NodeValue> call_module(const Expr& e, const Module* m, std::span<const NodeValue> args) {
-  if (m == nullptr) fail_at(e, "the called module is missing");
+inline std::vector<NodeValue> call_module_body(const Expr& e, const Module* m, std::span<const NodeValue> args) {
   std::vector<NodeValue> out;
   if (const auto* holder = dynamic_cast<const GraphHolder*>(m)) {
     const Graph* sub = holder->graph_for(e.call_signature());
@@ -64,6 +66,76 @@ inline std::vector<NodeValue> call_module(const Expr& e, const Module* m, std::s
     fail_at(e, "the callee returned " + std::to_string(out.size()) + " values for " + std::to_string(e.output_count()) +
                    " outputs");
   return out;
+}
+
+/// The leaves of `v`, which must have the structure of `tree` (a forward hook's replacement output
+/// has the structure of the output it replaces).
+inline bool flatten_like(const NodeTree& tree, const Value& v, std::vector<NodeValue>& out) {
+  if (tree.kind == NodeTree::Kind::leaf) {
+    out.emplace_back(v);
+    return true;
+  }
+  const bool same_kind = tree.kind == NodeTree::Kind::dict ? v.kind() == Value::Kind::dict : v.is_sequence();
+  if (!same_kind || v.size() != tree.children.size()) return false;
+  for (std::size_t i = 0; i < tree.children.size(); ++i) {
+    if (tree.kind == NodeTree::Kind::dict && v.dict_items()[i].first != tree.keys[i]) return false;
+    const Value& child = tree.kind == NodeTree::Kind::dict ? v.dict_items()[i].second : v[i];
+    if (!flatten_like(tree.children[i], child, out)) return false;
+  }
+  return true;
+}
+
+/// A module call with the callee's live hooks around it, as an eager call runs them: the pre-hooks
+/// see (and may replace) the arguments, the forward hooks the nested output.
+inline std::vector<NodeValue> call_module_hooked(const Expr& e, const Module& m, const tracemod::detail::hook_list& hooks,
+                                                 std::span<const NodeValue> args) {
+  ValueList inputs;
+  inputs.reserve(args.size());
+  for (const NodeValue& a : args) {
+    const Value* v = std::get_if<Value>(&a);
+    if (v == nullptr) fail_at(e, "a module passed as an argument cannot be shown to the callee's hooks");
+    inputs.push_back(*v);
+  }
+  const std::string where = "%" + std::to_string(e.id()) + " (" + e.inputs()[0]->name() + "): ";
+  const auto named = [&](auto&& run_hooks) {  // a hook's error also names the call's expr
+    try {
+      run_hooks();
+    } catch (const error& x) {
+      tracemod::detail::rethrow_with_prefix(x, where);
+    }
+  };
+  std::vector<NodeValue> replaced;
+  bool pre_replaced = false;
+  named([&] { pre_replaced = tracemod::detail::run_pre_hooks(m, hooks, inputs); });
+  if (pre_replaced) {
+    if (inputs.size() != args.size())
+      throw value_error(where + "the forward pre-hooks of " + std::string(m.type_name()) + " returned " +
+                        std::to_string(inputs.size()) + " inputs for " + std::to_string(args.size()) + " arguments");
+    replaced.assign(inputs.begin(), inputs.end());
+    args = replaced;
+  }
+  std::vector<NodeValue> out = call_module_body(e, &m, args);
+  if (!tracemod::detail::hook_list::any_live(hooks.post)) return out;
+  const auto* holder = dynamic_cast<const GraphHolder*>(&m);
+  const Graph* sub = holder != nullptr ? holder->graph_for(e.call_signature()) : nullptr;
+  Value output = sub != nullptr ? sub->pack_outputs(out) : std::get<Value>(out.front());
+  named([&] { tracemod::detail::run_forward_hooks(m, hooks, inputs, output); });
+  std::vector<NodeValue> flat;
+  const bool fits = sub != nullptr ? flatten_like(sub->output_tree(), output, flat) : output.is_tensor();
+  if (!fits)
+    throw value_error(where + "the forward hooks of " + std::string(m.type_name()) + " replaced the output by " +
+                      output.repr() + ", which has another structure than the output of the call");
+  if (sub == nullptr) flat.emplace_back(std::move(output));
+  return flat;
+}
+
+/// Runs a call of a module with its hooks (graph/interpreter's module-call steps and Expr::interpret).
+inline std::vector<NodeValue> call_module(const Expr& e, const Module* m, std::span<const NodeValue> args) {
+  if (m == nullptr) fail_at(e, "the called module is missing");
+  using tracemod::detail::module_access;
+  if (const auto* hooks = module_access::hooks(*m); hooks != nullptr && tracemod::detail::any_live_hook(*hooks)) [[unlikely]]
+    return call_module_hooked(e, *m, *hooks, args);
+  return call_module_body(e, m, args);
 }
 
 }  // namespace detail

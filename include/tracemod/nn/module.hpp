@@ -8,13 +8,15 @@
 // `bias=None`) are attributes but are skipped by the parameter/buffer/tensor lists and state_dict.
 //
 // Copying a module copies its tree of modules; the copy's tensors share their buffers with the
-// original's (Tensor copies are handles). clone() copies the tensors' data as well.
+// original's (Tensor copies are handles). clone() copies the tensors' data as well. Both keep the
+// forward hooks: a copy holds the same registrations (nn/hook_handle.hpp).
 #pragma once
 
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/tensor.hpp>
 #include <tracemod/functional/cost.hpp>
 #include <tracemod/nn/attr_ref.hpp>
+#include <tracemod/nn/hook_handle.hpp>
 #include <tracemod/nn/member_kind.hpp>
 #include <tracemod/nn/module_box.hpp>
 #include <tracemod/nn/parameter.hpp>
@@ -192,6 +194,22 @@ class Module {
   }
   /// Removes an attribute added with setattr (reflected members cannot be removed).
   void delattr(std::string_view path);
+
+  // ---- forward hooks (docs/modules.md, "Hooks") ------------------------------------------------
+
+  /// Registers fn(module, inputs), run before forward on every call of this module (eager, or as
+  /// a call in a runtime graph); it may return replacement inputs. Hooks run in registration order.
+  template <class F>
+  HookHandle register_forward_pre_hook(F&& fn) {
+    return register_hook(hooks_.edit().pre, {detail::make_pre_hook(std::forward<F>(fn)), {}});
+  }
+  /// Registers fn(module, inputs, output), run after forward; it may return a replacement output.
+  template <class F>
+  HookHandle register_forward_hook(F&& fn) {
+    return register_hook(hooks_.edit().post, {{}, detail::make_forward_hook(std::forward<F>(fn))});
+  }
+  /// Removes this module's own hooks (its copies and children keep theirs).
+  void clear_forward_hooks() noexcept { hooks_.clear(); }
 
   // ---- copies and printing ---------------------------------------------------------------------
 
@@ -456,8 +474,17 @@ class Module {
     }
   }
 
+  static HookHandle register_hook(detail::hook_records& records, std::pair<ForwardPreHook, ForwardHook> fns) {
+    auto record = std::make_shared<detail::hook_record>();
+    record->pre = std::move(fns.first);
+    record->post = std::move(fns.second);
+    records.push_back(record);
+    return HookHandle(record);
+  }
+
   std::vector<detail::dynamic_attr> dynamic_;
   bool training_ = true;
+  detail::hook_slot hooks_;
 };
 
 inline std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.repr(); }
@@ -469,6 +496,11 @@ struct module_access {
   static std::unique_ptr<Module> copy(const Module& m) { return m.tracemod_copy_(); }
   static void detach_tensors(Module& m) { m.detach_tensors(); }
   static void set_training_flag(Module& m, bool training) { m.training_ = training; }
+  /// m's forward hooks; null when it never had any (the one test a call without hooks makes).
+  static const hook_list* hooks(const Module& m) noexcept { return m.hooks_.get(); }
+  /// Gives `to` the hook registrations of `from` (trace_module: a traced module keeps the hooks of
+  /// the module it stands for).
+  static void share_hooks(const Module& from, Module& to) { to.hooks_ = from.hooks_; }
   /// Throws module_error if the tree below m nests deeper than max_module_depth.
   static void check_depth(const Module& m) { (void)m.height(); }
   /// Moves the setattr children of m and of its reflected descendants into `out`.

@@ -3,6 +3,9 @@
 // found by argument-dependent lookup: the tracing layers provide it for their symbolic types, so
 // this layer never includes them (the same dispatch as functional::op_base::apply).
 //
+// An eager call runs the module's forward pre-hooks and forward hooks around forward
+// (nn/run_hooks.hpp); a module without hooks pays one pointer test.
+//
 // An eager call that fails says which module failed: the error is rethrown, with its type kept, by
 // the outermost module call with the failing module's class and dotted path in front of the
 // message, e.g. "Linear 'body.1' in Net: nn.linear: input (2, 3) does not match weight (4, 5) ...".
@@ -12,6 +15,7 @@
 #include <tracemod/core/meta.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/nn/module.hpp>
+#include <tracemod/nn/run_hooks.hpp>
 
 #include <concepts>
 #include <string>
@@ -56,18 +60,6 @@ inline std::string describe_call_chain(const std::vector<const Module*>& chain) 
   return std::string(chain.back()->type_name()) + " '" + path + "' in " + std::string(root.type_name());
 }
 
-/// Rethrows `e` as its own class with `prefix` in front of the message.
-[[noreturn]] inline void rethrow_with_prefix(const error& e, const std::string& prefix) {
-  const std::string what = prefix + e.what();
-  if (dynamic_cast<const shape_error*>(&e)) throw shape_error(what);
-  if (dynamic_cast<const dtype_error*>(&e)) throw dtype_error(what);
-  if (dynamic_cast<const value_error*>(&e)) throw value_error(what);
-  if (dynamic_cast<const format_error*>(&e)) throw format_error(what);
-  if (dynamic_cast<const graph_error*>(&e)) throw graph_error(what);
-  if (dynamic_cast<const module_error*>(&e)) throw module_error(what);
-  throw error(what);
-}
-
 /// The module's name is added by eager_forward, as for every failure inside the call.
 template <class A>
 void require_defined_argument(std::size_t index, const A& a) {
@@ -75,9 +67,10 @@ void require_defined_argument(std::size_t index, const A& a) {
     if (!a.defined()) throw value_error("argument " + std::to_string(index) + " is an undefined tensor");
 }
 
-/// Runs forward with `module` on the call stack; a failure is named by the outermost call.
-template <class M, class... A>
-decltype(auto) eager_forward(const M& module, const A&... args) {
+/// Runs `body` (forward, with or without the module's hooks) with `module` on the call stack; a
+/// failure is named by the outermost call.
+template <class M, class Body, class... A>
+decltype(auto) eager_forward(const M& module, const Body& body, const A&... args) {
   module_call_state& calls = module_calls();
   struct frame {
     module_call_state& calls;
@@ -96,7 +89,7 @@ decltype(auto) eager_forward(const M& module, const A&... args) {
     const frame f(calls, &module);
     [[maybe_unused]] std::size_t index = 0;
     (require_defined_argument(index++, args), ...);
-    return module.forward(args...);
+    return body();
   } catch (const error& e) {
     if (calls.failed_error != &e) {  // the innermost frame: `running` still ends with its caller
       calls.failed_chain = calls.running;
@@ -115,7 +108,12 @@ template <class M, class... A>
 decltype(auto) call_module(const M& module, const A&... args) {
   if constexpr ((functional::eager_operand<A> && ...)) {
     if constexpr (requires { module.forward(args...); }) {
-      return eager_forward(module, args...);
+      // A module without hooks pays this one test. The call returns forward's result as a value (a
+      // hook may replace it), so both branches return R.
+      using R = std::remove_cvref_t<decltype(module.forward(args...))>;
+      if (const hook_list* hooks = module_access::hooks(module); hooks != nullptr && any_live_hook(*hooks)) [[unlikely]]
+        return eager_forward(module, [&]() -> R { return forward_with_hooks(module, *hooks, args...); }, args...);
+      return eager_forward(module, [&]() -> R { return module.forward(args...); }, args...);
     } else {
       static_assert(::tracemod::detail::always_false_v<M, A...>,
                     "tracemod: the module's forward cannot be called with these arguments; declare it as a const "

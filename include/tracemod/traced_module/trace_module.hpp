@@ -7,6 +7,10 @@
 // The traced module owns its own module tree; its tensors are handles to the original's buffers
 // (reference counted, as torch.fx's GraphModule and MegEngine's TracedModule share parameters), so
 // it outlives the original. clone() makes one with its own copies of the weights.
+//
+// Hooks are not traced: none runs while the forward records (its values are symbolic) and none is
+// recorded in a graph. The traced module tree keeps the hooks of the modules it stands for, so
+// calling the traced module runs them where the eager call does (docs/traced-module.md, "Hooks").
 #pragma once
 
 #include <tracemod/core/error.hpp>
@@ -42,11 +46,14 @@ struct TraceOptions {
 namespace detail {
 
 /// Builds the traced module tree of `m` (tensors shared) and remembers which TracedModule stands
-/// for which original module.
+/// for which original module. Every module of the tree keeps the forward hooks of the one it stands
+/// for (a builtin's copy holds them, a TracedModule is given them): the same registrations, so the
+/// traced module calls what the original calls, and a handle removes a hook from both.
 inline std::unique_ptr<TracedModule> make_traced_tree(const Module& m,
                                                       std::unordered_map<const Module*, TracedModule*>& map) {
   auto tm = std::make_unique<TracedModule>(std::string(m.type_name()));
   map[&m] = tm.get();
+  module_access::share_hooks(m, *tm);
   for (const auto& [name, p] : m.named_parameters("", false)) tm->setattr(name, p);
   for (const auto& [name, b] : m.named_buffers("", false)) tm->setattr(name, b);
   for (const auto& [name, child] : m.named_children()) {
@@ -254,7 +261,16 @@ TracedModule trace_impl(const M& module, const Inputs& inputs, std::vector<std::
   }
   finish_trace(top);
   if (options.check) {
-    const Value eager = std::apply([&](const auto&... a) { return to_value_tree(module.forward(a...)); }, inputs);
+    // Through the call operator: the module's own hooks run, as the traced module's do (forward
+    // alone for arguments the call operator does not take eagerly, such as a bool).
+    const Value eager = std::apply(
+        [&](const auto&... a) {
+          if constexpr ((functional::eager_operand<decltype(a)> && ...)) {
+            if constexpr (requires { module(a...); }) return to_value_tree(module(a...));
+          }
+          return to_value_tree(module.forward(a...));
+        },
+        inputs);
     std::vector<graph::NodeValue> in;
     const auto add = [&](const auto& a) {
       if constexpr (std::derived_from<std::remove_cvref_t<decltype(a)>, Tensor>) in.emplace_back(Value(Tensor(a)));

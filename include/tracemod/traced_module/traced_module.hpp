@@ -1,7 +1,8 @@
 // TracedModule (MegEngine's TracedModule): a module whose behaviour is a runtime graph. Its
 // attributes are those of the traced module: builtin modules (kept as they are), tensors, and, for
 // every user module, another TracedModule. It keeps one graph per distinct call signature (most
-// modules have one: graph()); calling it interprets the graph.
+// modules have one: graph()); calling it interprets the graph, with the module's forward hooks
+// around it (a TracedModule is a Module: its hooks are registered as on any module).
 #pragma once
 
 #include <tracemod/core/error.hpp>
@@ -13,6 +14,7 @@
 #include <tracemod/graph/print.hpp>
 #include <tracemod/graph/sym.hpp>
 #include <tracemod/nn/module.hpp>
+#include <tracemod/nn/run_hooks.hpp>
 
 #include <boost/hana/tuple.hpp>
 
@@ -120,7 +122,16 @@ class TracedModule final : public Module, public graph::GraphHolder {
     const std::vector<graph::NodeValue> in{graph::NodeValue(Value(inputs))...};
     return run(in);
   }
+  /// Runs the module's forward hooks around the graph, as an eager call of a module does.
   Value run(std::span<const graph::NodeValue> inputs) const {
+    if (const auto* hooks = detail::module_access::hooks(*this); hooks != nullptr && detail::any_live_hook(*hooks))
+        [[unlikely]]
+      return run_with_hooks(*hooks, inputs);
+    return run_graph(inputs);
+  }
+
+ private:
+  Value run_graph(std::span<const graph::NodeValue> inputs) const {
     const graph::Graph& g = graph();
     check_call_form(g, inputs);
     check_input_dtypes(g, inputs);
@@ -150,7 +161,28 @@ class TracedModule final : public Module, public graph::GraphHolder {
     for (const graph::NodeValue& v : ends) values.push_back(std::get<Value>(v));
     return Value::tuple(std::move(values));
   }
+  /// run() with the module's live hooks: the pre-hooks see (and may replace) the inputs, the forward
+  /// hooks the nested output (the end points' tuple when end points are set).
+  Value run_with_hooks(const detail::hook_list& hooks, std::span<const graph::NodeValue> inputs) const {
+    ValueList values;
+    values.reserve(inputs.size());
+    for (const graph::NodeValue& a : inputs) {
+      const Value* v = std::get_if<Value>(&a);
+      if (v == nullptr) throw graph_error(type_name_ + ": a module passed as an input cannot be shown to its hooks");
+      values.push_back(*v);
+    }
+    Value output;
+    if (detail::run_pre_hooks(*this, hooks, values)) {
+      const std::vector<graph::NodeValue> replaced(values.begin(), values.end());
+      output = run_graph(replaced);
+    } else {
+      output = run_graph(inputs);
+    }
+    detail::run_forward_hooks(*this, hooks, values, output);
+    return output;
+  }
 
+ public:
   // ---- calls while tracing (traced_module/retrace.hpp) -------------------------------------------
   /// Called with a tmod::Sym while trace_module (or insert_exprs) records: records a call of this
   /// module, whose callee graph is a copy of the graph traced for these argument kinds, nested
