@@ -10,7 +10,9 @@
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/shape.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
