@@ -109,6 +109,15 @@ inline DimExpr dim_from_json(const json& j, const std::string& where, int depth 
   throw bad();
 }
 
+/// The dims of a node of rank `rank` a file describes; format_error for a malformed list.
+inline Dims dims_from_json(const json& a, std::size_t rank, const std::string& where) {
+  if (!a.is_array() || a.size() != rank)
+    throw format_error("load: " + where + ": dims " + a.dump() + " do not have the rank of its shape");
+  Dims d;
+  for (const json& x : a) d.push_back(dim_from_json(x, where));
+  return d;
+}
+
 }  // namespace detail
 }  // namespace io
 }  // namespace tracemod

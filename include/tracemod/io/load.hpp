@@ -424,11 +424,8 @@ class Reader {
 
   /// Symbolic dims of a node: an op call's must be the ones its op infers from its operands.
   void restore_dims(graph::TensorNode& t, const json& a) const {
-    if (!a.is_array() || a.size() != t.shape().rank()) fail("node '" + t.name() + "': dims " + a.dump() + " do not match its shape");
-    Dims d;
-    for (const json& x : a) d.push_back(dim_from_json(x, where_));
-    const graph::Expr* e = t.expr();
-    if (e != nullptr && e->op() != nullptr && t.dims() != d)
+    const Dims d = dims_from_json(a, t.shape().rank(), where_ + ", node '" + t.name() + "'");
+    if (t.expr()->op() != nullptr && t.dims() != d)
       fail("node '" + t.name() + "' is saved with dims " + to_string(d) + " but its expr gives " + t.shape_text());
     t.set_dims(d);
   }
