@@ -90,15 +90,9 @@ class TensorNode final : public Node {
   [[nodiscard]] Dims dims() const { return dims_ ? *dims_ : to_dims(shape_); }
   /// Whether some axis is symbolic.
   [[nodiscard]] bool is_dynamic() const noexcept { return dims_ != nullptr; }
-  /// Sets the symbolic dims (all-constant dims make the node static again); throws shape_error when
-  /// the rank differs from shape()'s.
-  void set_dims(const Dims& d) {
-    if (d.size() != shape_.rank())
-      throw shape_error("TensorNode '" + name() + "': symbolic shape " + to_string(d) + " has rank " +
-                        std::to_string(d.size()) + ", but its shape " + shape_.to_string() + " has rank " +
-                        std::to_string(shape_.rank()));
-    dims_ = is_static(d) ? nullptr : std::make_shared<const Dims>(d);
-  }
+  /// Sets the symbolic dims (all-constant dims make the node static again) and drops the graph's
+  /// execution plan; throws shape_error when the rank differs from shape()'s. (graph/edit.hpp)
+  void set_dims(const Dims& d);
   /// The symbolic shape when dynamic, else the shape: "(batch, 64, H, W)".
   [[nodiscard]] std::string shape_text() const { return dims_ ? to_string(*dims_) : shape_.to_string(); }
 
