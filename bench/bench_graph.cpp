@@ -7,6 +7,11 @@
 //   BM_resnet18_eager/_traced/_flat batch 1, 224x224, eval: eager, TracedModule, flattened
 //                                   (counters: peak_live_MB of the flattened graph's interpreter,
 //                                   largest_activation_MB, weights_MB)
+//   BM_resnet18_plan/dynamic        building the execution plans of every graph of the traced
+//                                   ResNet-18 (0: static trace, 1: dynamic N, H, W); counter per_plan
+//   BM_resnet18_static_vs_dynamic   the static and the dynamic trace at the traced shape, alternated
+//                                   in blocks (counter dynamic_over_static: median time ratio)
+#include "alternated.hpp"
 #include "smoke.hpp"
 
 #include <models/resnet.hpp>
@@ -40,8 +45,12 @@ struct resnet_fixture {
   tmod::Tensor x = tmod::randn({1, 3, 224, 224}, 7);
   tmod::TracedModule traced;
   tmod::TracedModule flat;
+  tmod::TracedModule dynamic;
   resnet_fixture()
-      : traced((net.eval(), tmod::trace_module(net, x, tmod::TraceOptions{.check = false}))), flat(traced.flatten()) {}
+      : traced((net.eval(), tmod::trace_module(net, x, tmod::TraceOptions{.check = false}))),
+        flat(traced.flatten()),
+        dynamic(tmod::trace_module(net, x,
+                                   tmod::TraceOptions{.check = false, .dynamic_dims = {{0, "N"}, {2, "H"}, {3, "W"}}})) {}
 };
 
 resnet_fixture& fixture() {
@@ -103,6 +112,28 @@ void BM_resnet18_flat(benchmark::State& state) {
   state.counters["weights_MB"] = static_cast<double>(weights) / 1e6;
 }
 BENCHMARK(BM_resnet18_flat)->Unit(benchmark::kMillisecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
+
+void BM_resnet18_plan(benchmark::State& state) {
+  resnet_fixture& f = fixture();
+  const tmod::TracedModule& t = state.range(0) == 0 ? f.traced : f.dynamic;
+  const std::vector<tmod::graph::Graph*> graphs = t.graph().graphs(true);
+  for (auto _ : state)
+    for (const tmod::graph::Graph* g : graphs) {
+      tmod::graph::ExecutionPlan plan(*g);
+      benchmark::DoNotOptimize(&plan);
+    }
+  state.counters["per_plan"] = benchmark::Counter(static_cast<double>(graphs.size()),
+                                                  benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_resnet18_plan)->ArgName("dynamic")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->Repetitions(tracemod::bench::repetitions(5))->ReportAggregatesOnly(true);
+
+void BM_resnet18_static_vs_dynamic(benchmark::State& state) {
+  resnet_fixture& f = fixture();
+  const tracemod::bench::alternated_times t = tracemod::bench::run_alternated(
+      state, 4, [&] { benchmark::DoNotOptimize(f.traced(f.x)); }, [&] { benchmark::DoNotOptimize(f.dynamic(f.x)); });
+  state.counters["dynamic_over_static"] = t.median_a > 0 ? t.median_b / t.median_a : 0;
+}
+BENCHMARK(BM_resnet18_static_vs_dynamic)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(tracemod::bench::min_time(2.0));
 
 }  // namespace
 

@@ -98,6 +98,11 @@ struct conv2d_fn : op_base<conv2d_fn> {
     const kernels::conv2d_geometry g = geometry(p, x, w, bias);
     return Shape{g.n, g.k, g.out_h(), g.out_w()};
   }
+  /// (N, K, (H + 2*pad - dilation*(kH-1) - 1)/stride + 1, ... W).
+  static Dims infer_dims(const params& p, const ShapeDims& x, const ShapeDims& w, const ShapeDims*) {
+    return {x.dims[0], w.dims[0], window_extent(x.dims[2], w.shape[2], p.stride.h, p.padding.h, p.dilation.h),
+            window_extent(x.dims[3], w.shape[3], p.stride.w, p.padding.w, p.dilation.w)};
+  }
 
   /// Direct convolution: each output element accumulates (C / groups) x kH x kW products; a bias
   /// adds one operation per output element.
@@ -219,6 +224,10 @@ struct conv_bias_activation_fn : op_base<conv_bias_activation_fn> {
     return g;
   }
 
+  static Dims infer_dims(const params& p, const ShapeDims& x, const ShapeDims& w, const ShapeDims* bias,
+                         const ShapeDims*) {
+    return conv2d_fn::infer_dims(conv_params(p), x, w, bias);
+  }
   static Shape infer_shape(const params& p, const Shape& x, const Shape& w, const Shape* bias, const Shape* z) {
     const kernels::conv2d_geometry g = geometry(p, x, w, bias, z);
     return Shape{g.n, g.k, g.out_h(), g.out_w()};

@@ -64,6 +64,27 @@ struct matmul_fn : op_base<matmul_fn> {
 
   static constexpr Shape infer_shape(const params& p, const Shape& a, const Shape& b) { return make_plan(p, a, b).out; }
 
+  /// make_plan's output over symbolic dims: the broadcast batch axes, then m and n.
+  static Dims infer_dims(const params& p, const ShapeDims& a, const ShapeDims& b) {
+    const Dims& ad = a.dims;
+    const Dims& bd = b.dims;
+    const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
+    DimExpr ar = a_vec ? DimExpr(1) : ad[ad.size() - 2], ac = ad.back();
+    DimExpr br = b_vec ? bd[0] : bd[bd.size() - 2], bc = b_vec ? DimExpr(1) : bd.back();
+    if (p.transpose_a && !a_vec) std::swap(ar, ac);
+    if (p.transpose_b && !b_vec) std::swap(br, bc);
+    const auto batch = [](const ShapeDims& x) {
+      const std::size_t n = x.dims.size() > 2 ? x.dims.size() - 2 : 0;
+      return ShapeDims{Dims(x.dims.begin(), x.dims.begin() + static_cast<std::ptrdiff_t>(n)),
+                       Shape(x.shape.begin(), x.shape.begin() + n)};
+    };
+    const ShapeDims ab = batch(a), bb = batch(b);
+    Dims out = broadcast_dims(ab.dims, ab.shape, bb.dims, bb.shape, target);
+    if (!a_vec) out.push_back(ar);
+    if (!b_vec) out.push_back(bc);
+    return out;
+  }
+
   /// Each of the batch x m x n output elements accumulates k products.
   static constexpr op_cost cost(const params& p, const Shape&, const Shape& a, const Shape& b) {
     const plan pl = make_plan(p, a, b);
@@ -150,6 +171,11 @@ struct linear_fn : op_base<linear_fn> {
     return true;
   }
 
+  static Dims infer_dims(const params&, const ShapeDims& x, const ShapeDims& w, const ShapeDims*) {
+    Dims out(x.dims.begin(), x.dims.end() - 1);
+    out.push_back(w.dims[0]);
+    return out;
+  }
   static constexpr Shape infer_shape(const params&, const Shape& x, const Shape& w, const Shape* bias) {
     if (x.rank() < 1 || w.rank() != 2 || x.back() != w[1])
       throw shape_error(std::string(target) + ": input " + x.to_string() + " does not match weight " + w.to_string() +

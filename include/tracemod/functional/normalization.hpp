@@ -33,6 +33,10 @@ struct batch_norm_fn : op_base<batch_norm_fn> {
                                      keyword("eps", &params::eps)};
 
   /// Input (N, C, ...) of rank >= 2; every present statistic/affine operand is (C,).
+  static Dims infer_dims(const params&, const ShapeDims& x, const ShapeDims*, const ShapeDims*, const ShapeDims*,
+                         const ShapeDims*) {
+    return x.dims;
+  }
   static constexpr Shape infer_shape(const params& p, const Shape& x, const Shape* mean, const Shape* var,
                                      const Shape* weight, const Shape* bias) {
     if (!(p.eps >= 0))  // also rejects NaN

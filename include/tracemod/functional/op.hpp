@@ -10,6 +10,9 @@
 //   fields    the params members in canonical order: positional first, then keyword-only
 //   infer_shape(params, shapes...) -> Shape   (constexpr where the op allows; throws shape_error)
 //   eager(params, args...) -> Tensor          (runs the kernels now)
+//   infer_dims(params, operands...) -> Dims   the symbolic output shape (core/dim.hpp) of a call on
+//                  operands with dynamic dims, each a `const ShapeDims&` (a pointer for an optional
+//                  tensor, a span for a list); elementwise ops need none: they broadcast their operands
 // and, where they apply, the op's facts:
 //   kernel_op      the elementwise functor of fbatch values the kernel runs (elementwise.hpp): fused
 //                  programs call it (fused_program.hpp), typed graphs fuse it (trace/evaluate.hpp)
@@ -25,6 +28,7 @@
 #pragma once
 
 #include <tracemod/core/constant_scalar.hpp>
+#include <tracemod/core/dim.hpp>
 #include <tracemod/core/dtype.hpp>
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/extern_template.hpp>

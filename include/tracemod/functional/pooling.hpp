@@ -53,6 +53,22 @@ struct window_pool_op : op_base<Derived> {
     const auto g = Derived::geometry(p, x);
     return Shape{g.n, g.c, g.out_h(), g.out_w()};
   }
+  /// (N, C, window extents of H and W); ceil_mode rounds up with a correction no DimExpr states, so
+  /// it needs static spatial extents.
+  template <class Params>
+  static Dims infer_dims(const Params& p, const ShapeDims& x) {
+    const auto g = Derived::geometry(p, x.shape);
+    const auto extent = [&](std::size_t axis, std::int64_t kernel, std::int64_t stride, std::int64_t pad,
+                            std::int64_t dilation, std::int64_t traced) -> DimExpr {
+      if (x.dims[axis].is_constant()) return traced;
+      if (g.ceil_mode)
+        throw shape_error(std::string(Derived::target) + ": ceil_mode=True needs a static extent on axis " +
+                          std::to_string(axis) + ", but the input is " + to_string(x.dims));
+      return window_extent(x.dims[axis], kernel, stride, pad, dilation);
+    };
+    return {x.dims[0], x.dims[1], extent(2, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, g.out_h()),
+            extent(3, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, g.out_w())};
+  }
   /// One operation (a comparison or an add) per window element of each output element.
   template <class Params>
   static op_cost cost(const Params& p, const Shape& out, const Shape& x) {
@@ -192,6 +208,7 @@ struct adaptive_avg_pool2d_fn : op_base<adaptive_avg_pool2d_fn> {
                         repr(p.oshp));
     return Shape{x[0], x[1], p.oshp.h, p.oshp.w};
   }
+  static Dims infer_dims(const params& p, const ShapeDims& x) { return {x.dims[0], x.dims[1], p.oshp.h, p.oshp.w}; }
   /// One add per input element and one division per output element (bins that tile the input).
   static constexpr op_cost cost(const params&, const Shape& out, const Shape& x) {
     return flop_cost(x.numel() + out.numel());

@@ -49,6 +49,14 @@ struct erased_shape {
   std::span<const Shape> list{};
 };
 
+/// An operand of a type-erased symbolic shape inference: its dims and example shape (rank 0 for a
+/// scalar), or one per tensor of a list.
+struct erased_dims {
+  erased_operand::kind k = erased_operand::kind::none;
+  ShapeDims one{};
+  std::vector<ShapeDims> list{};
+};
+
 /// A non-tensor parameter as the registry describes it.
 struct param_spec {
   std::string name;
@@ -84,6 +92,10 @@ struct op_entry {
   std::function<Tensor(const void* params, std::span<const erased_operand>)> call;
   /// The output shape (throws shape_error like the eager call would).
   std::function<Shape(const void* params, std::span<const erased_shape>)> infer_shape;
+  /// The symbolic output shape of a call on operands some of whose dims are symbolic (core/dim.hpp):
+  /// Op::infer_dims, else, for an elementwise op, its operands broadcast; throws shape_error for an
+  /// op that describes neither. Called after infer_shape accepted the example shapes.
+  std::function<Dims(const void* params, std::span<const erased_dims>)> infer_dims;
   /// The cost of a call (functional/cost.hpp) from its operand shapes and its output shape.
   std::function<op_cost(const void* params, std::span<const erased_shape>, const Shape& out)> cost;
   /// The output dtype given the params (null when they are not known yet) and the operands' dtypes:
@@ -179,6 +191,45 @@ Shape erased_infer(const typename Op::params& p, std::span<const erased_shape> s
   return Op::infer_shape(p, shape_arg<Op, I>(shapes)...);
 }
 
+/// Erased dims K in the form Op::infer_dims takes for its operand kind (infer_shape checked the kinds).
+template <class Op, std::size_t K>
+decltype(auto) dims_arg(std::span<const erased_dims> ops) {
+  constexpr operand_kind kind = Op::operands[K].kind;
+  const erased_dims& d = ops[K];
+  if constexpr (kind == operand_kind::tensor_list)
+    return std::span<const ShapeDims>(d.list);
+  else if constexpr (kind == operand_kind::optional_tensor)
+    return d.k == erased_operand::kind::none ? static_cast<const ShapeDims*>(nullptr) : &d.one;
+  else
+    return static_cast<const ShapeDims&>(d.one);
+}
+
+/// The symbolic output shape: Op::infer_dims, or the broadcast of an elementwise op's operands (an
+/// in-place method keeps its receiver's).
+template <class Op, std::size_t... I>
+Dims erased_infer_dims(const typename Op::params& p, std::span<const erased_dims> ops, std::index_sequence<I...>) {
+  if constexpr (requires { Op::infer_dims(p, dims_arg<Op, I>(ops)...); }) {
+    return Op::infer_dims(p, dims_arg<Op, I>(ops)...);
+  } else if constexpr (requires { typename Op::kernel_op; } || requires { requires Op::elementwise; }) {
+    if (in_place_of<Op>()) return ops[0].one.dims;
+    Dims out;
+    Shape example;
+    const auto join = [&](const ShapeDims& x) {
+      out = broadcast_dims(out, example, x.dims, x.shape, Op::target);
+      example = broadcast_shapes(example, x.shape, Op::target);
+    };
+    for (const erased_dims& d : ops) {
+      if (d.k == erased_operand::kind::tensor) join(d.one);
+      for (const ShapeDims& x : d.list) join(x);
+    }
+    return out;
+  } else {
+    throw shape_error(std::string(Op::target) +
+                      " has no symbolic shape inference (infer_dims), so it cannot take a tensor with dynamic "
+                      "dimensions; trace with static shapes");
+  }
+}
+
 /// The cost of a call: the op's own arithmetic (Op::cost), else one operation per output element
 /// of an elementwise op; bytes are the tensor operands read and the output written unless the op
 /// states them.
@@ -241,6 +292,12 @@ op_entry make_entry() {
       throw value_error(std::string(Op::target) + ": expected " + std::to_string(Op::operands.size()) +
                         " operands, got " + std::to_string(shapes.size()));
     return erased_infer<Op>(*static_cast<const P*>(params), shapes, std::make_index_sequence<Op::operands.size()>{});
+  };
+  e.infer_dims = [](const void* params, std::span<const erased_dims> ops) -> Dims {
+    if (ops.size() != Op::operands.size())
+      throw value_error(std::string(Op::target) + ": expected " + std::to_string(Op::operands.size()) +
+                        " operands, got " + std::to_string(ops.size()));
+    return erased_infer_dims<Op>(*static_cast<const P*>(params), ops, std::make_index_sequence<Op::operands.size()>{});
   };
   e.cost = [](const void* params, std::span<const erased_shape> shapes, const Shape& out) -> op_cost {
     if (shapes.size() != Op::operands.size())

@@ -81,6 +81,17 @@ struct flatten_fn : data_movement_op<flatten_fn> {
     return out;
   }
 
+  /// The leading axes, the product of the merged ones, the trailing axes.
+  static Dims infer_dims(const params& p, const ShapeDims& x) {
+    if (x.dims.empty()) return {1};
+    const std::size_t s = normalize_axis(p.start_axis, x.dims.size(), target);
+    const std::size_t e = normalize_axis(p.end_axis, x.dims.size(), target);
+    Dims out(x.dims.begin(), x.dims.begin() + static_cast<std::ptrdiff_t>(s));
+    out.push_back(numel(Dims(x.dims.begin() + static_cast<std::ptrdiff_t>(s), x.dims.begin() + static_cast<std::ptrdiff_t>(e) + 1)));
+    out.insert(out.end(), x.dims.begin() + static_cast<std::ptrdiff_t>(e) + 1, x.dims.end());
+    return out;
+  }
+
   static Tensor eager(const params& p, const Tensor& x) {
     require_defined(target, "inp", x);  // any dtype: a view moves no data
     return x.reshape(infer_shape(p, x.shape()));
@@ -151,6 +162,16 @@ struct reshape_fn : data_movement_op<reshape_fn> {
       }
     }
     if (out.numel(target) != x.numel(target)) throw fail("element counts differ");
+    return out;
+  }
+  /// The target extents; a -1 is the input's element count divided by the others' product (a
+  /// reshape without -1 has a static result, and the run checks the element count).
+  static Dims infer_dims(const params& p, const ShapeDims& x) {
+    std::int64_t known = 1;
+    for (std::int64_t d : p.target_shape)
+      if (d != -1) known *= d;
+    Dims out;
+    for (std::int64_t d : p.target_shape) out.push_back(d == -1 ? numel(x.dims) / known : DimExpr(d));
     return out;
   }
 
@@ -267,6 +288,11 @@ struct transpose_fn : data_movement_op<transpose_fn> {
     }
     return perm;
   }
+  static Dims infer_dims(const params& p, const ShapeDims& x) {
+    Dims out;
+    for (std::int64_t a : p.pattern) out.push_back(x.dims[static_cast<std::size_t>(a)]);
+    return out;
+  }
   static Shape infer_shape(const params& p, const Shape& x) {
     const auto perm = permutation(p, x);
     return kernels::transposed_shape(x, std::span<const std::size_t>(perm.data(), p.pattern.size()), target);
@@ -312,6 +338,13 @@ struct concat_fn : op_base<concat_fn> {
   using params = concat_params;
   static constexpr std::tuple fields{positional("axis", &params::axis)};
 
+  /// The first input's dims with the sum of the inputs' extents on `axis`.
+  static Dims infer_dims(const params& p, std::span<const ShapeDims> inps) {
+    const std::size_t axis = normalize_axis(p.axis, inps[0].dims.size(), target);
+    Dims out = inps[0].dims;
+    for (std::size_t i = 1; i < inps.size(); ++i) out[axis] = out[axis] + inps[i].dims[axis];
+    return out;
+  }
   static Shape infer_shape(const params& p, std::span<const Shape> shapes) {
     if (shapes.empty()) throw value_error(std::string(target) + ": needs at least one input");
     const std::size_t axis = normalize_axis(p.axis, shapes[0].rank(), target);

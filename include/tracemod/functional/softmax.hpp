@@ -34,6 +34,7 @@ struct softmax_fn : op_base<softmax_fn> {
     (void)resolved_axis(p, x);
     return x;
   }
+  static Dims infer_dims(const params&, const ShapeDims& x) { return x.dims; }
   /// Per element: the running max, the exponential, the sum and the division.
   static constexpr op_cost cost(const params&, const Shape& out, const Shape&) { return flop_cost(4 * out.numel()); }
   static Tensor eager(const params& p, const Tensor& x) {

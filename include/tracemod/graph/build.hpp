@@ -4,7 +4,9 @@
 
 #include <tracemod/graph/graph.hpp>
 
+#include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <string>
@@ -106,6 +108,36 @@ inline std::string strip_underscores(std::string_view s) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// The symbolic output shape of op call `e` (inputs `inputs`, example output `out`): the op's
+/// infer_dims on its operands' dims; throws shape_error for an op without one, or for dims that
+/// do not give the example shape at the example extents of their symbols.
+inline Dims infer_call_dims(const functional::op_entry& op, const void* params, const Expr& e,
+                            const std::vector<Node*>& inputs, const Shape& out) {
+  const auto dims_of = [&](std::size_t j) {
+    const auto* t = static_cast<const TensorNode*>(inputs[j]);
+    return ShapeDims{t->dims(), t->shape()};
+  };
+  std::vector<functional::erased_dims> ops(op.operands.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Expr::Operand b = e.operand(i);
+    ops[i].k = b.kind;
+    if (b.kind == functional::erased_operand::kind::tensor) ops[i].one = dims_of(b.inputs.front());
+    if (b.kind == functional::erased_operand::kind::list)
+      for (std::size_t j : b.inputs) ops[i].list.push_back(dims_of(j));
+  }
+  if (!op.infer_dims)
+    throw shape_error(op.target + " has no symbolic shape inference, so it cannot take a tensor with dynamic dimensions");
+  Dims d = op.infer_dims(params, ops);
+  if (d.size() != out.rank())
+    throw shape_error(op.target + ": symbolic shape " + to_string(d) + " does not have the rank of the output shape " +
+                      out.to_string());
+  return d;
+}
+
+}  // namespace detail
+
 inline Expr* Graph::create_op_call(const functional::op_entry& op, const std::vector<CallArg>& operands,
                                    const std::vector<Value>& params) {
   const auto where = [&] { return op.target; };
@@ -167,10 +199,14 @@ inline Expr* Graph::create_op_call(const functional::op_entry& op, const std::ve
   const void* p = e->op_params();
   const Shape out_shape = op.infer_shape(p, shapes);
   const DType out_dtype = op.infer_dtype(p, dtypes);
+  std::optional<Dims> out_dims;
+  if (std::any_of(inputs.begin(), inputs.end(), [](const Node* n) { return n->is_tensor() && static_cast<const TensorNode*>(n)->is_dynamic(); }))
+    out_dims = detail::infer_call_dims(op, p, *e, inputs, out_shape);
   // Commit: nothing below throws.
   e->inputs_ = inputs;
   for (Node* n : inputs) n->users_.push_back(e.get());
   auto* out = static_cast<TensorNode*>(e->add_output(std::make_unique<TensorNode>(this, "", out_shape, out_dtype)));
+  if (out_dims) out->set_dims(*out_dims);
   const bool method = op.kind == functional::call_kind::method;
   out->name_ = auto_name((method ? detail::strip_underscores(op.name) : op.name) + "_out", out);
   out->qualname_ = qualname_ + (method ? ".[method_" : ".[func_") + detail::strip_underscores(op.name) + "]";
@@ -260,6 +296,7 @@ inline std::unique_ptr<Node> Graph::copy_node(const Node& n, Graph* g, std::stri
     const auto& t = static_cast<const TensorNode&>(n);
     auto tn = std::make_unique<TensorNode>(g, std::move(name), t.shape(), t.dtype());
     tn->set_qparams(t.qparams());
+    if (t.is_dynamic()) tn->set_dims(t.dims());
     c = std::move(tn);
   } else {
     c = std::make_unique<ModuleNode>(g, std::move(name), static_cast<const ModuleNode&>(n).module_type());

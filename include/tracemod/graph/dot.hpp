@@ -2,10 +2,11 @@
 //
 // Every graph is a cluster labelled `<name>.Graph`; inputs and the return are ellipses, exprs boxes
 // labelled with their printed text. An edge carries a tensor from the expr producing it to the expr
-// using it, labelled with the tensor's recorded shape; module values (self, getattr of a module)
-// travel on dashed edges. A call of a user module draws the callee's graph as a nested cluster at
-// that call: the call's tensor arguments flow into the cluster's inputs and the cluster's return
-// flows into the call's box, whose outputs go on to their users. A graph called from several places
+// using it, labelled with the tensor's recorded shape (its symbolic shape when dynamic); module
+// values (self, getattr of a module) travel on dashed edges. A call of a user module draws the
+// callee's graph as a nested cluster at that call: the call's tensor arguments flow into the
+// cluster's inputs and the cluster's return flows into the call's box, whose outputs go on to their
+// users. A graph called from several places
 // is drawn once per call, so the picture reads as the computation that runs.
 #pragma once
 
@@ -73,7 +74,7 @@ class DotWriter {
   void edge(const std::string& indent, const std::string& from, const std::string& to, const Node* n) {
     out_ += indent + from + " -> " + to;
     if (n->is_tensor())
-      out_ += " [label=\"" + static_cast<const TensorNode*>(n)->shape().to_string() + "\"];\n";
+      out_ += " [label=\"" + static_cast<const TensorNode*>(n)->shape_text() + "\"];\n";
     else
       out_ += " [style=dashed];\n";
   }

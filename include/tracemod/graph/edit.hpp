@@ -15,6 +15,15 @@
 
 namespace tracemod::graph {
 
+inline void TensorNode::set_dims(const Dims& d) {
+  if (d.size() != shape_.rank())
+    throw shape_error("TensorNode '" + name() + "': symbolic shape " + to_string(d) + " has rank " +
+                      std::to_string(d.size()) + ", but its shape " + shape_.to_string() + " has rank " +
+                      std::to_string(shape_.rank()));
+  dims_ = is_static(d) ? nullptr : std::make_shared<const Dims>(d);
+  if (top_graph() != nullptr) top_graph()->changed();  // the plan checks inputs against the dims
+}
+
 inline void Node::set_name(const std::string& name) {
   if (name == name_) return;
   NameSpace& ns = graph_->names();

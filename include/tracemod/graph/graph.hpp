@@ -14,6 +14,7 @@
 #include <tracemod/nn/module.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <iterator>
@@ -133,6 +134,9 @@ class Graph {
   /// The most bytes of tensors the interpreter held at once during the run of this graph that
   /// finished last (graph inputs and module attributes excluded).
   [[nodiscard]] std::size_t peak_live_bytes() const noexcept;
+  /// How many execution plans this graph has built (its sub-graphs count their own): one until the
+  /// graph changes, however many input shapes a graph with dynamic dims runs at.
+  [[nodiscard]] std::size_t plans_built() const noexcept { return plans_built_.load(std::memory_order_relaxed); }
   /// Runs on the graph's owner with tensors; returns the nested output (a Tensor for one output).
   template <class... T>
     requires(std::convertible_to<const T&, Value> && ...)
@@ -261,6 +265,7 @@ class Graph {
   mutable bool positions_valid_ = false;
   mutable std::mutex plan_mutex_;  // guards plan_: concurrent runs share one plan
   mutable std::shared_ptr<const ExecutionPlan> plan_;
+  mutable std::atomic<std::size_t> plans_built_{0};
 };
 
 

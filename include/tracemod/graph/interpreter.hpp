@@ -150,7 +150,11 @@ class ExecutionPlan {
       const auto [it, fresh] = slot_of.emplace(n, static_cast<std::uint32_t>(slot_of.size()));
       return it->second;
     };
-    for (const auto& in : g.inputs_) inputs_.push_back(slot(in->output()));
+    for (const auto& in : g.inputs_) {
+      inputs_.push_back(slot(in->output()));
+      const auto* t = in->output()->is_tensor() ? static_cast<const TensorNode*>(in->output()) : nullptr;
+      input_dims_.push_back(t != nullptr && t->is_dynamic() ? t->dims() : Dims{});
+    }
     for (const auto& up : g.exprs_) {
       const Expr& e = *up;
       Step s;
@@ -203,10 +207,13 @@ class ExecutionPlan {
                         (inputs_.size() == 2 ? "" : "s") + ", got " + std::to_string(inputs.size()));
     run_state r(slot_count_);
     r.values[inputs_[0]] = &self;
+    DimBinding binding;  // the symbols' extents in this call (dynamic graphs)
+    std::vector<std::pair<std::size_t, std::size_t>> deferred;  // (input, axis) of compound dims
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      check_input(i + 1, inputs[i]);
+      check_input(i + 1, inputs[i], binding, deferred);
       r.values[inputs_[i + 1]] = inputs[i];
     }
+    for (const auto& [i, axis] : deferred) check_compound_dim(i, axis, inputs[i - 1], binding);
     std::vector<bool> end_done;
     std::size_t end_left = 0;
     if (hooks != nullptr && !hooks->end.empty()) {
@@ -261,7 +268,11 @@ class ExecutionPlan {
     throw graph_error("%" + std::to_string(s.expr->id()) + " " + s.expr->target() + ": an operand is not a tensor");
   }
 
-  void check_input(std::size_t i, const NodeValue& v) const {
+  /// Checks input i against its node: its dtype, and its shape against the traced one or, for a
+  /// dynamic input, its dims: constants equal, each symbol one extent across all inputs (bound in
+  /// `binding`); compound dims are checked once every input bound its symbols (`deferred`).
+  void check_input(std::size_t i, const NodeValue& v, DimBinding& binding,
+                   std::vector<std::pair<std::size_t, std::size_t>>& deferred) const {
     const Node* n = nodes_[inputs_[i]];
     const auto* x = std::get_if<Value>(&v);
     if (!n->is_tensor()) return;
@@ -269,10 +280,56 @@ class ExecutionPlan {
     if (x == nullptr || !x->is_tensor() || !x->tensor().defined())
       throw value_error(graph_.name() + ".Graph: input '" + n->name() + "' must be a defined tensor");
     const Tensor& t = x->tensor();
+    if (!input_dims_[i].empty() && t.dtype() == tn->dtype()) {
+      check_dims(i, t, binding, deferred);
+      return;
+    }
     if (t.shape() != tn->shape() || t.dtype() != tn->dtype())
       throw shape_error(graph_.name() + ".Graph: input '" + n->name() + "' has shape " + t.shape().to_string() + " " +
                         std::string(dtype_name(t.dtype())) + ", but the graph was traced with " +
                         tn->shape().to_string() + " " + std::string(dtype_name(tn->dtype())));
+  }
+
+  [[noreturn]] void nonconforming(std::size_t i, const Shape& given, const std::string& why) const {
+    const auto* tn = static_cast<const TensorNode*>(nodes_[inputs_[i]]);
+    throw shape_error(graph_.name() + ".Graph: input '" + tn->name() + "' has shape " + given.to_string() +
+                      ", which does not conform to " + to_string(input_dims_[i]) + ": " + why);
+  }
+
+  void check_dims(std::size_t i, const Tensor& t, DimBinding& binding,
+                  std::vector<std::pair<std::size_t, std::size_t>>& deferred) const {
+    const Dims& d = input_dims_[i];
+    const Shape& s = t.shape();
+    if (s.rank() != d.size())
+      nonconforming(i, s, "rank " + std::to_string(s.rank()) + " instead of " + std::to_string(d.size()));
+    for (std::size_t a = 0; a < d.size(); ++a) {
+      const std::string axis = "axis " + std::to_string(a) + " is " + std::to_string(s[a]);
+      if (d[a].is_constant()) {
+        if (s[a] != d[a].value()) nonconforming(i, s, axis + ", not " + std::to_string(d[a].value()));
+      } else if (d[a].is_symbol()) {
+        const auto [it, fresh] = binding.emplace(d[a].name(), s[a]);
+        if (!fresh && it->second != s[a])
+          nonconforming(i, s, axis + ", but '" + d[a].name() + "' is " + std::to_string(it->second) +
+                                  " in this call (inputs sharing a symbol must agree)");
+      } else {
+        deferred.emplace_back(i, a);
+      }
+    }
+  }
+
+  /// A compound dim whose symbols the inputs bound must equal its value; one with a symbol no
+  /// input binds is left to the kernels (the ops check their operands).
+  void check_compound_dim(std::size_t i, std::size_t axis, const NodeValue& v, const DimBinding& binding) const {
+    const DimExpr& e = input_dims_[i][axis];
+    std::vector<std::string> names;
+    e.symbols(names);
+    for (const std::string& n : names)
+      if (binding.find(n) == binding.end()) return;
+    const Shape& s = std::get<Value>(v).tensor().shape();
+    const std::int64_t want = e.evaluate(binding);
+    if (s[axis] != want)
+      nonconforming(i, s, "axis " + std::to_string(axis) + " is " + std::to_string(s[axis]) + ", but " + e.to_string() +
+                              " is " + std::to_string(want) + " in this call");
   }
 
   void mark_end(const RunHooks& h, std::uint32_t slot, const std::vector<NodeValue>& values, std::vector<bool>& done,
@@ -388,6 +445,7 @@ class ExecutionPlan {
 
   const Graph& graph_;
   std::vector<std::uint32_t> inputs_, outputs_;
+  std::vector<Dims> input_dims_;  // per input: its dims if dynamic, else empty
   std::vector<Step> steps_;
   std::vector<const Node*> nodes_;
   std::size_t slot_count_ = 0;
@@ -396,7 +454,10 @@ class ExecutionPlan {
 
 inline std::shared_ptr<const ExecutionPlan> Graph::plan() const {
   const std::lock_guard lock(plan_mutex_);
-  if (!plan_) plan_ = std::make_shared<const ExecutionPlan>(*this);
+  if (!plan_) {
+    plan_ = std::make_shared<const ExecutionPlan>(*this);
+    plans_built_.fetch_add(1, std::memory_order_relaxed);
+  }
   return plan_;
 }
 

@@ -3,11 +3,13 @@
 // knows its users, in insertion order, once per use.
 #pragma once
 
+#include <tracemod/core/dim.hpp>
 #include <tracemod/core/dtype.hpp>
 #include <tracemod/core/qparams.hpp>
 #include <tracemod/core/shape.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -69,7 +71,9 @@ class Node {
 };
 
 /// A tensor value: its shape, dtype and quantization parameters as recorded at trace time
-/// (metadata: the interpreter checks graph inputs against them).
+/// (metadata: the interpreter checks graph inputs against them). A graph traced with dynamic
+/// dimensions also keeps each tensor's symbolic dims (core/dim.hpp): shape() stays the example
+/// shape of the trace, dims() says how each extent follows from the inputs' symbols.
 class TensorNode final : public Node {
  public:
   TensorNode(Graph* g, std::string name, Shape shape, DType dtype)
@@ -82,7 +86,18 @@ class TensorNode final : public Node {
   void set_dtype(DType d) { dtype_ = d; }
   void set_qparams(std::optional<QParams> q) { qparams_ = std::move(q); }
 
+  /// One expression per axis: the constants of shape() unless the node is dynamic.
+  [[nodiscard]] Dims dims() const { return dims_ ? *dims_ : to_dims(shape_); }
+  /// Whether some axis is symbolic.
+  [[nodiscard]] bool is_dynamic() const noexcept { return dims_ != nullptr; }
+  /// Sets the symbolic dims (all-constant dims make the node static again) and drops the graph's
+  /// execution plan; throws shape_error when the rank differs from shape()'s. (graph/edit.hpp)
+  void set_dims(const Dims& d);
+  /// The symbolic shape when dynamic, else the shape: "(batch, 64, H, W)".
+  [[nodiscard]] std::string shape_text() const { return dims_ ? to_string(*dims_) : shape_.to_string(); }
+
  private:
+  std::shared_ptr<const Dims> dims_;  // null: static
   Shape shape_;
   DType dtype_;
   std::optional<QParams> qparams_;

@@ -7,7 +7,8 @@
 //   }
 //
 // Argument lists are `", ".join([args, kwargs])` (hence the trailing ", "), keyword arguments are
-// sorted by name, a getattr or constant shows its type. tmod::format_ids(g) prints nodes as %3_add_out.
+// sorted by name, a getattr or constant shows its type. An input with dynamic dims shows its symbolic
+// shape: `Net.Graph (self, x: (N, 3, H, W))`. tmod::format_ids(g) prints nodes as %3_add_out.
 #pragma once
 
 #include <tracemod/graph/graph.hpp>
@@ -107,7 +108,11 @@ inline std::string to_string(const Expr& e, NodeFormat f = NodeFormat::name) {
 inline std::string to_string(const Graph& g, NodeFormat f = NodeFormat::name) {
   std::string ins;
   const auto inputs = g.inputs();
-  for (std::size_t i = 0; i < inputs.size(); ++i) ins += (i ? ", " : "") + detail::node_text(inputs[i], f);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    ins += (i ? ", " : "") + detail::node_text(inputs[i], f);
+    // A dynamic input shows its symbolic shape: the graph runs at every shape it describes.
+    if (const auto* t = dynamic_cast<const TensorNode*>(inputs[i]); t != nullptr && t->is_dynamic()) ins += ": " + t->shape_text();
+  }
   std::string body;
   for (const auto& e : g.expr_list_()) {
     body += '\t';  // appended piecewise: g++ 12 misreports -Wrestrict on "literal" + std::string&&

@@ -20,6 +20,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -241,14 +242,29 @@ namespace detail {
 inline Node* record_builtin_call_args(Recorder& r, const Module& m, ModuleNode* callee,
                                       const std::vector<CallArg>& call_args, std::string signature) {
   std::vector<Shape> shapes;
+  std::vector<ShapeDims> dims;
+  bool dynamic = false;
   for (const CallArg& a : call_args) {
     const auto* n = std::get_if<Node*>(&a);
     if (n == nullptr || !(*n)->is_tensor())
       throw graph_error(std::string(m.type_name()) + ": a builtin module call takes tensors only");
-    shapes.push_back(static_cast<const TensorNode*>(*n)->shape());
+    const auto* t = static_cast<const TensorNode*>(*n);
+    shapes.push_back(t->shape());
+    dims.push_back({t->dims(), t->shape()});
+    dynamic = dynamic || t->is_dynamic();
   }
   const Shape out = m.infer_shape_erased(shapes);
-  return r.graph().create_module_call(callee, call_args, std::move(signature), {{out, DType::float32}})->output();
+  std::optional<Dims> out_dims;
+  if (dynamic) {
+    out_dims = m.infer_dims_erased(dims);
+    if (!out_dims || out_dims->size() != out.rank())
+      throw shape_error(std::string(m.type_name()) + " '" + callee->name() +
+                        "' has no symbolic shape inference (infer_dims), so it cannot take an input with dynamic "
+                        "dimensions such as " + to_string(dims.front().dims));
+  }
+  Node* y = r.graph().create_module_call(callee, call_args, std::move(signature), {{out, DType::float32}})->output();
+  if (out_dims) static_cast<TensorNode*>(y)->set_dims(*out_dims);
+  return y;
 }
 
 template <class M, class... A>
@@ -311,7 +327,9 @@ R record_traced_call(Recorder& r, const M& m, const A&... args) {
     const auto input = [&](const auto& a) -> decltype(auto) {
       using T = std::remove_cvref_t<decltype(a)>;
       if constexpr (is_sym_v<T>) {
-        return Sym(g.add_tensor_input("x", a.shape(), a.dtype()));
+        TensorNode* in = g.add_tensor_input("x", a.shape(), a.dtype());
+        if (a.tensor_node().is_dynamic()) in->set_dims(a.tensor_node().dims());
+        return Sym(in);
       } else if constexpr (std::derived_from<T, Tensor>) {
         return Sym(g.add_tensor_input("x", a.shape(), a.dtype()));
       } else {
@@ -326,6 +344,11 @@ R record_traced_call(Recorder& r, const M& m, const A&... args) {
   }
   const std::vector<CallArg> call_args{to_arg(r, args)...};
   Expr* e = r.graph().create_module_call(callee, call_args, signature, callee_outputs(*sub));
+  const std::vector<Node*> sub_outputs = sub->outputs();
+  for (std::size_t i = 0; i < e->output_count(); ++i) {
+    const auto* from = static_cast<const TensorNode*>(sub_outputs[i]);
+    if (from->is_dynamic()) static_cast<TensorNode*>(e->output(i))->set_dims(from->dims());
+  }
   std::size_t next = 0;
   return output_tree<R>::unflatten(e->outputs(), next);
 }

@@ -2,6 +2,8 @@
 // by the writer (io/save.hpp) and the reader (io/load.hpp).
 #pragma once
 
+#include <tracemod/core/dim.hpp>
+#include <tracemod/core/error.hpp>
 #include <tracemod/io/crc32c.hpp>
 #include <tracemod/version.hpp>
 
@@ -12,6 +14,8 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
+#include <string_view>
 
 namespace tracemod {
 
@@ -59,6 +63,60 @@ struct header {
 };
 
 inline std::size_t align_up(std::size_t n) { return (n + blob_alignment - 1) / blob_alignment * blob_alignment; }
+
+/// Operator names of symbolic dims in a file: a dim is an integer, {"sym": name} or {op: [a, b]}.
+inline constexpr std::array<std::pair<DimExpr::Kind, std::string_view>, 5> dim_ops{
+    {{DimExpr::Kind::add, "add"}, {DimExpr::Kind::sub, "sub"}, {DimExpr::Kind::mul, "mul"},
+     {DimExpr::Kind::floordiv, "floordiv"}, {DimExpr::Kind::ceildiv, "ceildiv"}}};
+
+inline json dim_json(const DimExpr& d) {
+  if (d.is_constant()) return d.value();
+  if (d.is_symbol()) return json{{"sym", d.name()}};
+  for (const auto& [k, name] : dim_ops)
+    if (k == d.kind()) return json{{std::string(name), json::array({dim_json(d.lhs()), dim_json(d.rhs())})}};
+  return nullptr;
+}
+
+inline json dims_json(const Dims& d) {
+  json a = json::array();
+  for (const DimExpr& e : d) a.push_back(dim_json(e));
+  return a;
+}
+
+/// The dim a file describes; throws format_error (prefixed by `where`) for a malformed one.
+inline DimExpr dim_from_json(const json& j, const std::string& where, int depth = 0) {
+  const auto bad = [&] { return format_error("load: " + where + ": malformed symbolic dim " + j.dump()); };
+  if (depth > max_nesting) throw bad();
+  if (j.is_number_integer()) return j.get<std::int64_t>();
+  if (!j.is_object() || j.size() != 1) throw bad();
+  const std::string& key = j.begin().key();
+  const json& v = j.begin().value();
+  if (key == "sym") {
+    if (!v.is_string() || v.get<std::string>().empty()) throw bad();
+    return DimExpr::symbol(v.get<std::string>());
+  }
+  if (!v.is_array() || v.size() != 2) throw bad();
+  const DimExpr a = dim_from_json(v[0], where, depth + 1), b = dim_from_json(v[1], where, depth + 1);
+  if (key == "add") return a + b;
+  if (key == "sub") return a - b;
+  if (key == "mul") return a * b;
+  try {
+    if (key == "floordiv") return a / b;
+    if (key == "ceildiv") return ceil_div(a, b);
+  } catch (const shape_error&) {
+    throw bad();
+  }
+  throw bad();
+}
+
+/// The dims of a node of rank `rank` a file describes; format_error for a malformed list.
+inline Dims dims_from_json(const json& a, std::size_t rank, const std::string& where) {
+  if (!a.is_array() || a.size() != rank)
+    throw format_error("load: " + where + ": dims " + a.dump() + " do not have the rank of its shape");
+  Dims d;
+  for (const json& x : a) d.push_back(dim_from_json(x, where));
+  return d;
+}
 
 }  // namespace detail
 }  // namespace io

@@ -419,6 +419,15 @@ class Reader {
     if (!nodes.emplace(id, &n).second) fail("node id %" + std::to_string(id) + " is defined twice");
     graph::IdAllocator::assign(n, id);
     if (n.is_tensor()) static_cast<graph::TensorNode&>(n).set_qparams(qparams(j));
+    if (n.is_tensor() && j.contains("dims")) restore_dims(static_cast<graph::TensorNode&>(n), j["dims"]);
+  }
+
+  /// Symbolic dims of a node: an op call's must be the ones its op infers from its operands.
+  void restore_dims(graph::TensorNode& t, const json& a) const {
+    const Dims d = dims_from_json(a, t.shape().rank(), where_ + ", node '" + t.name() + "'");
+    if (t.expr()->op() != nullptr && t.dims() != d)
+      fail("node '" + t.name() + "' is saved with dims " + to_string(d) + " but its expr gives " + t.shape_text());
+    t.set_dims(d);
   }
 
   graph::CallArg arg(const json& a, const node_map& nodes) const {

@@ -109,6 +109,7 @@ class Writer {
       j["shape"] = shape_json(t.shape());
       j["dtype"] = dtype_str(t.dtype());
       if (t.qparams()) j["qparams"] = qparams_json(t.qparams());
+      if (t.is_dynamic()) j["dims"] = dims_json(t.dims());
     } else {
       j["module_type"] = static_cast<const graph::ModuleNode&>(n).module_type();
     }

@@ -21,6 +21,7 @@ class ReLU : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::relu(x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const { return x.dims; }
   [[nodiscard]] functional::op_cost cost(const Shape& x) const { return functional::cost_of<functional::relu_fn>({}, x); }
   void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
     functional::relu_fn::onnx_export(cx, {});
@@ -38,6 +39,7 @@ class ReLU6 : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::relu6(x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const { return x.dims; }
   [[nodiscard]] functional::op_cost cost(const Shape& x) const { return functional::cost_of<functional::relu6_fn>({}, x); }
   void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
     functional::relu6_fn::onnx_export(cx, {});

@@ -116,6 +116,7 @@ class BatchNorm2d : public Module {
     check_input(x);
     return x;
   }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const { return x.dims; }
   /// F::batch_norm's cost for the call forward makes.
   [[nodiscard]] functional::op_cost cost(const Shape& x) const {
     check_input(x);

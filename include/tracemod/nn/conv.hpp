@@ -108,6 +108,9 @@ class Conv2d : public Module {
     const Shape b = bias.defined() ? bias.shape() : Shape{};
     return functional::conv2d_fn::infer_shape(conv_params(), x, weight.shape(), bias.defined() ? &b : nullptr);
   }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const {
+    return functional::conv2d_fn::infer_dims(conv_params(), x, {to_dims(weight.shape()), weight.shape()}, nullptr);
+  }
   [[nodiscard]] functional::op_cost cost(const Shape& x) const {
     const Shape b = bias.defined() ? bias.shape() : Shape{};
     return functional::cost_of<functional::conv2d_fn>(conv_params(), x, weight.shape(), bias.defined() ? &b : nullptr);

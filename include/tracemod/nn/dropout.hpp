@@ -40,6 +40,7 @@ class Dropout : public Module {
     return y;
   }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const { return x.dims; }
   /// Identity in eval mode; training mode draws random numbers, which an inference graph has not.
   void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {
     if (training() && p != 0.0) cx.refuse("Dropout '" + path + "' is in training mode; call eval() before exporting");

@@ -78,6 +78,10 @@ class Elemwise : public Module {
     check_arity(2);
     return broadcast_shapes(x, y, "Elemwise(" + std::string(method()) + ")");
   }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const { return x.dims; }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x, const ShapeDims& y) const {
+    return broadcast_dims(x.dims, x.shape, y.dims, y.shape, "Elemwise(" + std::string(method()) + ")");
+  }
   /// As the elementwise ops it runs: one operation per output element (two for the fused modes).
   [[nodiscard]] functional::op_cost cost(const Shape& x) const {
     const Shape out = infer_shape(x);

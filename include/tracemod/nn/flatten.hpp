@@ -28,6 +28,7 @@ class Flatten : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::flatten(x, params); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return functional::flatten_fn::infer_shape(params, x); }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const { return functional::flatten_fn::infer_dims(params, x); }
   [[nodiscard]] functional::op_cost cost(const Shape& x) const { return functional::cost_of<functional::flatten_fn>(params, x); }
   void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
     functional::flatten_fn::onnx_export(cx, params);

@@ -136,6 +136,7 @@ class ConvBn2d : public Module {
     return bn(conv(x));
   }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return bn.infer_shape(conv.infer_shape(x)); }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const { return conv.infer_dims(x); }
   [[nodiscard]] functional::op_cost cost(const Shape& x) const { return detail::conv_bn_cost(conv, bn, x); }
   void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {
     detail::onnx_export_conv_bn(cx, conv, bn, path, false);
@@ -165,6 +166,7 @@ class ConvBnRelu2d : public Module {
     return functional::relu(bn(conv(x)));
   }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return bn.infer_shape(conv.infer_shape(x)); }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const { return conv.infer_dims(x); }
   [[nodiscard]] functional::op_cost cost(const Shape& x) const { return detail::conv_bn_cost(conv, bn, x); }
   void onnx_export(functional::onnx_export_context& cx, const std::string& path) const {
     detail::onnx_export_conv_bn(cx, conv, bn, path, true);

@@ -21,6 +21,7 @@ class Identity : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return x; }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return x; }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const { return x.dims; }
   void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
     cx.node("Identity", {cx.input(0).name}, {cx.output()});
   }

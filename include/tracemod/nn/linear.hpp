@@ -58,6 +58,9 @@ class Linear : public Module {
     const Shape b = bias.defined() ? bias.shape() : Shape{};
     return functional::linear_fn::infer_shape({}, x, weight.shape(), bias.defined() ? &b : nullptr);
   }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const {
+    return functional::linear_fn::infer_dims({}, x, {to_dims(weight.shape()), weight.shape()}, nullptr);
+  }
   [[nodiscard]] functional::op_cost cost(const Shape& x) const {
     const Shape b = bias.defined() ? bias.shape() : Shape{};
     return functional::cost_of<functional::linear_fn>({}, x, weight.shape(), bias.defined() ? &b : nullptr);

@@ -12,6 +12,7 @@
 // forward hooks: a copy holds the same registrations (nn/hook_handle.hpp).
 #pragma once
 
+#include <tracemod/core/dim.hpp>
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/tensor.hpp>
 #include <tracemod/functional/cost.hpp>
@@ -71,6 +72,11 @@ class Module {
   /// The output shape of call_erased for inputs of these shapes (throws like the call would).
   [[nodiscard]] Shape infer_shape_erased(std::span<const Shape> inputs) const {
     return tracemod_infer_shape_erased_(inputs);
+  }
+  /// The symbolic output shape (core/dim.hpp) of call_erased for inputs with these dims: a builtin
+  /// module's `infer_dims(inputs...)`; nullopt for a module that does not state one.
+  [[nodiscard]] std::optional<Dims> infer_dims_erased(std::span<const ShapeDims> inputs) const {
+    return tracemod_infer_dims_erased_(inputs);
   }
   /// The cost (functional/cost.hpp) of call_erased for inputs of these shapes: a builtin module's
   /// `cost(shapes...)`, which states it through its functional equivalent; nullopt for a module
@@ -242,6 +248,9 @@ class Module {
     throw module_error(std::string(type_name()) + " is not a builtin module: it has no shape inference of its own");
   }
   [[nodiscard]] virtual std::optional<functional::op_cost> tracemod_cost_erased_(std::span<const Shape>) const {
+    return std::nullopt;
+  }
+  [[nodiscard]] virtual std::optional<Dims> tracemod_infer_dims_erased_(std::span<const ShapeDims>) const {
     return std::nullopt;
   }
 

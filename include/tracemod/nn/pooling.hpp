@@ -38,6 +38,7 @@ class MaxPool2d : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::max_pool2d_fn::apply(params, x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return functional::max_pool2d_fn::infer_shape(params, x); }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const { return functional::max_pool2d_fn::infer_dims(params, x); }
   [[nodiscard]] functional::op_cost cost(const Shape& x) const { return functional::cost_of<functional::max_pool2d_fn>(params, x); }
   void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
     functional::max_pool2d_fn::onnx_export(cx, params);
@@ -75,6 +76,7 @@ class AvgPool2d : public Module {
 
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::avg_pool2d_fn::apply(params, x); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const { return functional::avg_pool2d_fn::infer_shape(params, x); }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const { return functional::avg_pool2d_fn::infer_dims(params, x); }
   [[nodiscard]] functional::op_cost cost(const Shape& x) const { return functional::cost_of<functional::avg_pool2d_fn>(params, x); }
   void onnx_export(functional::onnx_export_context& cx, const std::string&) const {
     functional::avg_pool2d_fn::onnx_export(cx, params);
@@ -103,6 +105,9 @@ class AdaptiveAvgPool2d : public Module {
   [[nodiscard]] Tensor forward(const Tensor& x) const { return functional::adaptive_avg_pool2d(x, output_size); }
   [[nodiscard]] Shape infer_shape(const Shape& x) const {
     return functional::adaptive_avg_pool2d_fn::infer_shape({output_size}, x);
+  }
+  [[nodiscard]] Dims infer_dims(const ShapeDims& x) const {
+    return functional::adaptive_avg_pool2d_fn::infer_dims({output_size}, x);
   }
   [[nodiscard]] functional::op_cost cost(const Shape& x) const {
     return functional::cost_of<functional::adaptive_avg_pool2d_fn>({output_size}, x);

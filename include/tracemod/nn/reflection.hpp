@@ -256,6 +256,16 @@ std::optional<functional::op_cost> cost_erased(const Class& self, std::span<cons
 }
 
 template <class Class>
+std::optional<Dims> infer_dims_erased(const Class& self, std::span<const ShapeDims> in) {
+  if (in.size() == 1) {
+    if constexpr (requires { self.infer_dims(in[0]); }) return self.infer_dims(in[0]);
+  } else if (in.size() == 2) {
+    if constexpr (requires { self.infer_dims(in[0], in[1]); }) return self.infer_dims(in[0], in[1]);
+  }
+  return std::nullopt;
+}
+
+template <class Class>
 Shape infer_shape_erased(const Class& self, std::span<const Shape> in) {
   if constexpr (Class::builtin) {
     if (in.size() == 1) {
@@ -320,6 +330,10 @@ Self clone_as(const Class& self) {
   [[nodiscard]] ::std::optional<::tracemod::functional::op_cost> tracemod_cost_erased_(              \
       ::std::span<const ::tracemod::Shape> tracemod_in) const override {                             \
     return ::tracemod::detail::cost_erased<Class>(*this, tracemod_in);                               \
+  }                                                                                                  \
+  [[nodiscard]] ::std::optional<::tracemod::Dims> tracemod_infer_dims_erased_(                       \
+      ::std::span<const ::tracemod::ShapeDims> tracemod_in) const override {                         \
+    return ::tracemod::detail::infer_dims_erased<Class>(*this, tracemod_in);                         \
   }                                                                                                  \
                                                                                                      \
  public:

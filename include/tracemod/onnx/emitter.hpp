@@ -25,7 +25,9 @@ struct ExportOptions {
   /// The ai.onnx opset the model declares (13 to 17: every mapped op has the same meaning there).
   std::int64_t opset = 13;
   /// The first axis of every input (and of every output that has the traced batch size there) is
-  /// written as the symbolic dimension "batch", so a serving engine accepts any batch size.
+  /// written as the symbolic dimension "batch", so a serving engine accepts any batch size. A
+  /// module traced with dynamic dims writes its own instead: each symbolic axis of an input or
+  /// output is a dim_param, its expression as DimExpr prints it ("N", "(H-1)/32+1").
   bool dynamic_batch = true;
 };
 

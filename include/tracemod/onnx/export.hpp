@@ -65,6 +65,16 @@ inline void set_value_info(proto::ValueInfoProto& v, const std::string& name, co
   proto::TypeProto_Tensor& t = *v.mutable_type()->mutable_tensor_type();
   t.set_elem_type(elem_type_of(n.dtype()));
   proto::TensorShapeProto& s = *t.mutable_shape();
+  if (n.is_dynamic()) {  // a graph traced with dynamic dims: its symbolic axes are dim_params
+    for (const DimExpr& e : n.dims()) {
+      proto::TensorShapeProto_Dimension& d = *s.add_dim();
+      if (e.is_constant())
+        d.set_dim_value(e.value());
+      else
+        d.set_dim_param(e.to_string());
+    }
+    return;
+  }
   for (std::size_t i = 0; i < n.shape().rank(); ++i) {
     proto::TensorShapeProto_Dimension& d = *s.add_dim();
     if (i == 0 && dynamic_batch && batch >= 0 && n.shape()[0] == batch)

@@ -266,7 +266,16 @@ inline void check_output(const proto::ValueInfoProto& v, const graph::Node* n, c
       continue;
     }
     const DType dtype = tt.elem_type() == proto::TensorProto::INT32 ? DType::int32 : DType::float32;
-    im.bind(v.name(), g.add_tensor_input(v.name(), input_shape(v, options, symbols, dtype), dtype), false);
+    graph::TensorNode* in = g.add_tensor_input(v.name(), input_shape(v, options, symbols, dtype), dtype);
+    if (options.dynamic_dims) {
+      Dims d = to_dims(in->shape());
+      const auto& dims = tt.shape().dim();
+      for (int i = 0; i < dims.size(); ++i)
+        if (!dims[i].has_dim_value() && !dims[i].dim_param().empty())
+          d[static_cast<std::size_t>(i)] = DimExpr::symbol(dims[i].dim_param());
+      in->set_dims(d);
+    }
+    im.bind(v.name(), in, false);
   }
 
   for (int index = 0; index < pg.node_size(); ++index) {

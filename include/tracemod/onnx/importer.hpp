@@ -28,6 +28,10 @@ struct ImportOptions {
   std::map<std::string, std::int64_t> dims{};
   /// The value of a symbolic dimension not in `dims`.
   std::int64_t default_dim = 1;
+  /// Keep the inputs' symbolic dimensions: each input axis with a dim_param becomes that symbol of
+  /// the imported graph (docs/traced-module.md, "Dynamic shapes"), which then runs at any extent
+  /// there; `dims` / `default_dim` give the example extents. Off: the graph is static.
+  bool dynamic_dims = false;
   /// Graph inputs that are fixed at import time (e.g. a Reshape's shape fed as an input); see
   /// constant_input_names.
   std::map<std::string, proto::TensorProto> constant_inputs{};

@@ -34,6 +34,15 @@
 
 namespace tracemod {
 
+/// A dynamic dimension of trace_module: axis `axis` (negative counts from the end) of tensor input
+/// `input` (counting tensor inputs only; -1: every tensor input that has the axis) is the symbol
+/// `name`. Axes sharing a name must have the same extent in every call.
+struct DynamicDim {
+  std::int64_t axis = 0;
+  std::string name;
+  std::int64_t input = -1;
+};
+
 /// Options of trace_module.
 struct TraceOptions {
   /// Run the traced module on the example inputs and compare with eager mode (MegEngine's default
@@ -41,6 +50,9 @@ struct TraceOptions {
   bool check = true;
   /// Relative tolerance of that check (the same kernels run, so results are normally identical).
   double rtol = 1e-5;
+  /// Axes traced as symbols instead of their example extents ({{0, "batch"}}, or per input
+  /// {{0, "N", 0}, {2, "H", 0}, {3, "W", 0}}): the traced module then runs at any extent there.
+  std::vector<DynamicDim> dynamic_dims{};
 };
 
 namespace detail {
@@ -205,6 +217,32 @@ Value to_value_tree(const R& r) {
   }
 }
 
+/// Marks the axes of tensor input `index` (of `count`; node `in`) that `options` makes dynamic;
+/// throws value_error for an axis out of range or a symbol given two example extents.
+inline void set_input_dims(graph::TensorNode& in, std::size_t index, const TraceOptions& options, DimBinding& seen) {
+  if (options.dynamic_dims.empty()) return;
+  const Shape& s = in.shape();
+  Dims d = to_dims(s);
+  for (const DynamicDim& dd : options.dynamic_dims) {
+    if (dd.input >= 0 && static_cast<std::size_t>(dd.input) != index) continue;
+    const auto rank = static_cast<std::int64_t>(s.rank());
+    if (dd.axis < -rank || dd.axis >= rank) {
+      if (dd.input < 0) continue;  // an axis for every input applies where it exists
+      throw value_error("trace_module: dynamic dim '" + dd.name + "' names axis " + std::to_string(dd.axis) +
+                        " of input '" + in.name() + "', whose example shape " + s.to_string() + " has rank " +
+                        std::to_string(rank));
+    }
+    const auto axis = static_cast<std::size_t>(dd.axis < 0 ? dd.axis + rank : dd.axis);
+    const auto [it, fresh] = seen.emplace(dd.name, s[axis]);
+    if (!fresh && it->second != s[axis])
+      throw value_error("trace_module: dynamic dim '" + dd.name + "' is " + std::to_string(it->second) +
+                        " in one example input but " + std::to_string(s[axis]) + " on axis " + std::to_string(axis) +
+                        " of input '" + in.name() + "' " + s.to_string());
+    d[axis] = DimExpr::symbol(dd.name);
+  }
+  in.set_dims(d);
+}
+
 /// Whether M's forward accepts sizeof...(I) Syms.
 template <class M, std::size_t... I>
 constexpr bool forward_takes_syms(std::index_sequence<I...>) {
@@ -236,14 +274,17 @@ TracedModule trace_impl(const M& module, const Inputs& inputs, std::vector<std::
   auto* self = static_cast<graph::ModuleNode*>(g.inputs().front());
   {
     graph::Recorder recorder(g, self, &module, &session, &session.index_of(module));
-    std::size_t k = 0;
+    std::size_t k = 0, tensors = 0;
+    DimBinding symbols;
     const auto input = [&](const auto& a) -> decltype(auto) {
       using T = std::remove_cvref_t<decltype(a)>;
       if constexpr (std::derived_from<T, Tensor>) {
         if (!a.defined()) throw value_error("trace_module: example input " + std::to_string(k) + " is undefined");
         const std::string name = k < names.size() ? names[k] : "x";
         ++k;
-        return Sym(g.add_tensor_input(name, a.shape(), a.dtype()));
+        graph::TensorNode* in = g.add_tensor_input(name, a.shape(), a.dtype());
+        set_input_dims(*in, tensors++, options, symbols);
+        return Sym(in);
       } else {
         ++k;
         return a;  // non-tensor arguments are frozen into the graph

@@ -1,0 +1,73 @@
+// ONNX and dynamic dims: a module traced with dynamic N, H, W exports its symbolic axes as
+// dim_params, and import with dynamic_dims keeps them, so the imported ResNet-18 runs at other
+// batch and image sizes, equal to the eager module.
+#include <tracemod/onnx.hpp>
+#include <tracemod/traced_module.hpp>
+
+#include <models/resnet.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tmod_test_onnx_dynamic_shapes {
+
+namespace {
+
+namespace tmod = tracemod;
+namespace proto = tracemod::onnx::proto;
+
+double max_rel_err(const tmod::Tensor& a, const tmod::Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const auto x = a.values<float>();
+  const auto y = b.values<float>();
+  double m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    m = std::max(m, std::abs(double(x[i]) - y[i]) / std::max(1.0, std::abs(double(y[i]))));
+  return m;
+}
+
+/// "N, 3, H, W": each dim's param or value.
+std::string dims_text(const proto::ValueInfoProto& v) {
+  std::string s;
+  for (const auto& d : v.type().tensor_type().shape().dim())
+    s += (s.empty() ? "" : ", ") + (d.has_dim_value() ? std::to_string(d.dim_value()) : d.dim_param());
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("ONNX: dynamic dims export as dim_param; import with dynamic_dims runs ResNet-18 at other shapes") {
+  models::ResNet net(10, 8);
+  net.eval();
+  const tmod::TracedModule t = tmod::trace_module(net, tmod::randn({1, 3, 32, 32}),
+                                                  tmod::TraceOptions{.dynamic_dims = {{0, "N"}, {2, "H"}, {3, "W"}}});
+  const auto dir = std::filesystem::temp_directory_path() / "tracemod_onnx_test";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "dynamic_resnet.onnx";
+  tmod::onnx::export_model(t, path);
+  proto::ModelProto model;
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(model.ParseFromIstream(&in));
+  CHECK(dims_text(model.graph().input(0)) == "N, 3, H, W");
+  CHECK(dims_text(model.graph().output(0)) == "N, 10");
+
+  const tmod::TracedModule back =
+      tmod::onnx::import_model(path, {.dims = {{"N", 1}, {"H", 32}, {"W", 32}}, .dynamic_dims = true});
+  CHECK(static_cast<const tmod::graph::TensorNode*>(back.graph().outputs()[0])->shape_text() == "(N, 10)");
+  for (const tmod::Shape& s : {tmod::Shape{3, 3, 32, 32}, tmod::Shape{2, 3, 48, 40}}) {
+    const tmod::Tensor x = tmod::randn(s);
+    CHECK(max_rel_err(back(x).tensor(), net(x)) <= 1e-4);
+  }
+  // Without dynamic_dims the import is static, at the given extents.
+  const tmod::TracedModule fixed = tmod::onnx::import_model(path, {.dims = {{"N", 2}, {"H", 32}, {"W", 32}}});
+  CHECK_THROWS_AS(fixed(tmod::randn({3, 3, 32, 32})), tmod::shape_error);
+  std::filesystem::remove(path);
+}
+
+}  // namespace tmod_test_onnx_dynamic_shapes
