@@ -205,4 +205,38 @@ TEST_CASE("ResNet-18 with dynamic batch and image size equals eager at batch 1 a
   CHECK(t.graph().plans_built() == 1);
 }
 
+/// getitem, stack, astype and the powers on a dynamic batch.
+struct IndexStackNet : tmod::Module {
+  TM_MODULE(IndexStackNet)
+  auto forward(const auto& x) const {
+    auto head = F::getitem(x, tmod::all, tmod::slice(1, 3));  // (N, 2, 4)
+    auto tail = F::getitem(x, tmod::slice(1, tmod::none), 0);  // (N-1, 4)
+    auto both = F::stack(std::make_tuple(F::square(head), F::rsqrt(F::pow(head, 2) + 1.f)), 1);  // (N, 2, 2, 4)
+    return std::make_tuple(both, F::astype(F::astype(tail, tmod::int32), tmod::float32));
+  }
+};
+
+struct BoundedSlice : tmod::Module {
+  TM_MODULE(BoundedSlice)
+  auto forward(const auto& x) const { return F::getitem(x, tmod::slice(0, 2)); }
+};
+
+TEST_CASE("getitem, stack, astype and the powers follow a dynamic batch; a bounded slice of it needs a static one") {
+  IndexStackNet net;
+  tmod::TracedModule t = tmod::trace_module(net, tmod::randn({3, 4, 4}), tmod::TraceOptions{.dynamic_dims = {{0, "N"}}});
+  const std::vector<tmod::graph::Node*> outs = t.graph().outputs();
+  CHECK(static_cast<const tmod::graph::TensorNode*>(outs[0])->shape_text() == "(N, 2, 2, 4)");
+  CHECK(static_cast<const tmod::graph::TensorNode*>(outs[1])->shape_text() == "(N-1, 4)");
+  for (std::int64_t n : {1, 5}) {
+    const tmod::Tensor x = tmod::randn({n, 4, 4}, 7);
+    const auto [both, tail] = net(x);
+    const tmod::Value y = t(x);
+    CHECK(max_rel_err(y[0].tensor(), both) == 0);
+    CHECK(max_rel_err(y[1].tensor(), tail) == 0);
+  }
+  BoundedSlice bounded;
+  CHECK_THROWS_WITH_AS(tmod::trace_module(bounded, tmod::randn({3, 4}), tmod::TraceOptions{.dynamic_dims = {{0, "N"}}}),
+                       doctest::Contains("need a static extent"), tmod::shape_error);
+}
+
 }  // namespace tmod_test_graph_dynamic_shapes

@@ -4,6 +4,8 @@
 #include <tracemod/onnx.hpp>
 #include <tracemod/traced_module.hpp>
 
+#include <model_goldens.hpp>
+#include <models/mobilenet_v2.hpp>
 #include <models/resnet.hpp>
 
 #include <doctest/doctest.h>
@@ -68,6 +70,35 @@ TEST_CASE("ONNX: dynamic dims export as dim_param; import with dynamic_dims runs
   const tmod::TracedModule fixed = tmod::onnx::import_model(path, {.dims = {{"N", 2}, {"H", 32}, {"W", 32}}});
   CHECK_THROWS_AS(fixed(tmod::randn({3, 3, 32, 32})), tmod::shape_error);
   std::filesystem::remove(path);
+}
+
+/// Traced once with dynamic N, H, W, exported and imported with dynamic_dims: PyTorch's outputs at
+/// batch 1, 3 and 8 and at 224 and 160 pixels (tests/data/dynamic_shapes).
+template <class Net>
+void check_round_trip_against_pytorch(const Net& net, const std::string& model) {
+  const tmod::TracedModule t = tmod::trace_module(net, golden::sine_input(1, 32),
+                                                  tmod::TraceOptions{.dynamic_dims = {{0, "N"}, {2, "H"}, {3, "W"}}});
+  const auto path = std::filesystem::temp_directory_path() / ("tracemod_onnx_dynamic_" + model + ".onnx");
+  tmod::onnx::export_model(t, path);
+  const tmod::TracedModule back =
+      tmod::onnx::import_model(path, {.dims = {{"N", 1}, {"H", 32}, {"W", 32}}, .dynamic_dims = true});
+  std::filesystem::remove(path);
+  for (const golden::dynamic_case& c : golden::dynamic_cases) {
+    const tmod::Tensor expected = golden::dynamic_output(model, c);
+    golden::check_close(back(golden::sine_input(c.batch, c.size)).tensor(), expected, 1e-4,
+                        1e-4 * golden::max_abs(expected), golden::dynamic_case_name(model, c) + " after ONNX");
+  }
+}
+
+TEST_CASE("ONNX: ResNet-18 and MobileNetV2 exported with dynamic N, H, W equal PyTorch at three batch and image sizes") {
+  models::ResNet resnet(10, 8);
+  REQUIRE(resnet.load_state_dict(golden::model_state_dict("resnet18")).empty());
+  resnet.eval();
+  check_round_trip_against_pytorch(resnet, "resnet18");
+  models::MobileNetV2 mobilenet = models::mobilenet_v2(10, 0.25, 4);
+  REQUIRE(mobilenet.load_state_dict(golden::model_state_dict("mobilenet_v2")).empty());
+  mobilenet.eval();
+  check_round_trip_against_pytorch(mobilenet, "mobilenet_v2");
 }
 
 }  // namespace tmod_test_onnx_dynamic_shapes

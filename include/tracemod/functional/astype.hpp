@@ -77,6 +77,7 @@ struct astype_fn : op_base<astype_fn> {
 
   static constexpr bool shape_ignores_params = true;  // typed graphs know its shape at compile time
   static constexpr Shape infer_shape(const params&, const Shape& x) { return x; }
+  static Dims infer_dims(const params&, const ShapeDims& x) { return x.dims; }
   /// The requested dtype; with the params unknown, the input's (it takes any dtype).
   static DType infer_dtype(const params* p, std::span<const DType> in) {
     if (p != nullptr) return p->dtype;

@@ -333,6 +333,31 @@ struct getitem_fn : op_base<getitem_fn> {
     return out;
   }
 
+  /// The symbolic shape (core/dim.hpp): a symbolic axis taken whole (`:`, `...`) keeps its
+  /// expression, `k:` (k >= 0, step 1) becomes `extent - k`, an integer drops the axis (the kernel
+  /// checks the position at run time). Any other slice of a symbolic axis depends on a min or max of
+  /// the extent, which no DimExpr states: it needs a static extent.
+  static Dims infer_dims(const params& p, const ShapeDims& x) {
+    const std::vector<detail::axis_plan> plan = detail::index_plan(p.index, x.shape, target);
+    const std::vector<index_item> items = detail::expand_index(p.index, x.dims.size());
+    Dims out;
+    for (std::size_t axis = 0; axis < plan.size(); ++axis) {
+      if (!plan[axis].kept) continue;
+      const DimExpr& d = x.dims[axis];
+      if (d.is_constant()) {
+        out.push_back(plan[axis].count);
+        continue;
+      }
+      const slice& s = std::get<slice>(items[axis]);
+      if (s.step.value_or(1) != 1 || s.stop || s.start.value_or(0) < 0)
+        throw shape_error(std::string(target) + ": index " + repr(p.index) + " slices axis " + std::to_string(axis) +
+                          " of " + to_string(x.dims) + " with bounds that need a static extent (only ':' and 'k:' " +
+                          "with k >= 0 follow a symbolic one)");
+      out.push_back(d - DimExpr(s.start.value_or(0)));
+    }
+    return out;
+  }
+
   static Tensor eager(const params& p, const Tensor& x) {
     require_defined(target, "self", x);
     const std::vector<detail::axis_plan> plan = detail::index_plan(p.index, x.shape(), target);

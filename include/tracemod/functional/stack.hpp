@@ -58,6 +58,17 @@ struct stack_fn : op_base<stack_fn> {
     const std::vector<Shape> joined = joined_shapes(p, shapes, axis);
     return kernels::concat_shape(joined.data(), joined.size(), axis, target);
   }
+  /// The first input's symbolic shape with the stacked count inserted at the new axis (the inputs
+  /// share one shape; infer_shape checked their example shapes, the kernel checks at run time).
+  static Dims infer_dims(const params& p, std::span<const ShapeDims> inps) {
+    std::vector<Shape> shapes;
+    for (const ShapeDims& x : inps) shapes.push_back(x.shape);
+    std::size_t axis = 0;
+    (void)joined_shapes(p, shapes, axis);
+    Dims out = inps[0].dims;
+    out.insert(out.begin() + static_cast<std::ptrdiff_t>(axis), DimExpr(static_cast<std::int64_t>(inps.size())));
+    return out;
+  }
   static Tensor eager(const params& p, std::span<const Tensor> inps) {
     std::vector<Shape> shapes;
     std::vector<const float*> data;
