@@ -4,7 +4,6 @@
 #pragma once
 
 #include <tracemod/functional/elementwise.hpp>
-#include <tracemod/functional/tensor_methods.hpp>
 
 #include <array>
 #include <cmath>
@@ -116,11 +115,16 @@ struct rsqrt_fn : unary_op<rsqrt_fn, kernels::rsqrt_op> {
 inline constexpr rsqrt_fn rsqrt{};
 TRACEMOD_REGISTER_BUILTIN_OP(rsqrt_fn);
 
-#define TRACEMOD_POW_METHOD(op_name, method_name, reflected)                                         \
-  struct op_name##_fn : tensor_binary_method<op_name##_fn, kernels::pow_op, reflected> {             \
+// (tensor_methods.hpp's tensor_binary_method, spelled out: that header reaches this one through the
+// registry before it defines the template.)
+#define TRACEMOD_POW_METHOD(op_name, method_name, is_reflected)                                      \
+  struct op_name##_fn : broadcast_binary<op_name##_fn, kernels::pow_op, is_reflected> {             \
     static constexpr std::string_view name = method_name;                                            \
     static constexpr std::string_view target = method_name;                                          \
     static constexpr call_kind kind = call_kind::method;                                             \
+    static constexpr bool reflected = is_reflected;                                                  \
+    static constexpr std::array operands{operand{"self", operand_kind::tensor},                      \
+                                         operand{"other", operand_kind::tensor_or_scalar}};          \
   };                                                                                                 \
   inline constexpr op_name##_fn op_name{};                                                           \
   TRACEMOD_REGISTER_BUILTIN_OP(op_name##_fn);
