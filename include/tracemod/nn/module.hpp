@@ -517,9 +517,11 @@ struct module_access {
       if (const auto* box = std::get_if<module_box>(&d.value); box != nullptr && d.name == name) return box->shared();
     return nullptr;
   }
-  /// Adds the dynamic child `name` holding `child` itself (shared), as share_module does; the caller
-  /// guarantees that `child` does not contain m.
+  /// Adds the dynamic child `name` (a valid new attribute name, else module_error) holding `child`
+  /// itself (shared), as share_module does; the caller guarantees that `child` does not contain m.
   static void add_shared_child(Module& m, std::string name, std::shared_ptr<Module> child) {
+    if (m.dynamic_slot(name, name, "setattr") != nullptr || m.own_member(name))
+      throw module_error("setattr('" + name + "'): " + std::string(m.type_name()) + " already has an attribute '" + name + "'");
     m.dynamic_.push_back({std::move(name), module_box(std::move(child))});
   }
   /// Moves the setattr children of m and of its reflected descendants into `out`.
