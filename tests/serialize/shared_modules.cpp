@@ -3,6 +3,7 @@
 // the second attribute as an alias, shared again after load. References: the eager module with the
 // same weights changed, and the traced module before saving.
 #include <tracemod/functional.hpp>
+#include <tracemod/io/npy.hpp>
 #include <tracemod/io/serialize.hpp>
 #include <tracemod/nn/linear.hpp>
 #include <tracemod/nn/reflection.hpp>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -143,6 +145,16 @@ TEST_CASE("save/load: an alias that would put a module inside itself, or that ho
       if (a["name"] == "i") a = json{{"name", "i"}, {"alias", a["module"]}};
   });
   CHECK(orphan.find("is attribute of no module") != std::string::npos);
+}
+
+TEST_CASE("compat: a format-version-2 file with shared modules loads them shared and computes its saved output") {
+  // Written by this library from the module of shared_twice(); the expected output is the eager run.
+  const std::string dir = std::string(TRACEMOD_TEST_DATA_DIR) + "/serialize/";
+  tmod::TracedModule loaded = tmod::load(dir + "shared_v2.tmod");
+  CHECK(&loaded.getattr("h").module() == &loaded.getattr("i").module());
+  CHECK(&loaded.getattr("b2").module() == &loaded.getattr("b1").module());
+  const tmod::Tensor out = loaded(tmod::io::load_npy(dir + "shared_v2_input.npy")).tensor();
+  CHECK(same_values(out, tmod::io::load_npy(dir + "shared_v2_expected.npy")));
 }
 
 }  // namespace tmod_test_serialize_shared_modules
