@@ -8,7 +8,8 @@
 // `bias=None`) are attributes but are skipped by the parameter/buffer/tensor lists and state_dict.
 //
 // Copying a module copies its tree of modules; the copy's tensors share their buffers with the
-// original's (Tensor copies are handles). clone() copies the tensors' data as well.
+// original's (Tensor copies are handles). clone() copies the tensors' data as well. A module held
+// by two dynamic attributes (share_module) is one object, and its copy is one object of the copy.
 #pragma once
 
 #include <tracemod/core/error.hpp>
@@ -517,10 +518,13 @@ struct module_access {
       if (const auto* box = std::get_if<module_box>(&d.value); box != nullptr && d.name == name) return box->shared();
     return nullptr;
   }
-  /// Adds the dynamic child `name` (a valid new attribute name, else module_error) holding `child`
-  /// itself (shared), as share_module does; the caller guarantees that `child` does not contain m.
+  /// Adds the dynamic child `name` (a new attribute, checked as setattr checks it, else module_error)
+  /// holding `child` itself (shared), as share_module does; the caller guarantees that `child` does
+  /// not contain m.
   static void add_shared_child(Module& m, std::string name, std::shared_ptr<Module> child) {
-    if (m.dynamic_slot(name, name, "setattr") != nullptr || m.own_member(name))
+    std::string_view leaf;
+    (void)m.check_set_module(name, *child, leaf);  // the name and the nesting depth
+    if (m.own_member(name))
       throw module_error("setattr('" + name + "'): " + std::string(m.type_name()) + " already has an attribute '" + name + "'");
     m.dynamic_.push_back({std::move(name), module_box(std::move(child))});
   }
@@ -534,41 +538,6 @@ struct module_access {
       if (s.kind == member_kind::module) release_dynamic_children(*s.module, out);
   }
 };
-
-inline module_box::module_box(std::unique_ptr<Module> m) : ptr_(std::move(m)) {}
-inline module_box::module_box(const module_box& other) {
-  const copy_scope scope;
-  if (other.ptr_.use_count() > 1) {  // shared: copied once per copy
-    auto& memo = copy_memo::current().copies;
-    for (const auto& [original, copy] : memo)
-      if (original == other.ptr_.get()) {
-        ptr_ = copy;
-        return;
-      }
-    ptr_ = std::shared_ptr<Module>(module_access::copy(*other.ptr_));
-    memo.emplace_back(other.ptr_.get(), ptr_);
-  } else {
-    ptr_ = module_access::copy(*other.ptr_);
-  }
-}
-inline module_box& module_box::operator=(const module_box& other) {
-  if (this != &other) {
-    module_box copy(other);
-    ptr_ = std::move(copy.ptr_);
-  }
-  return *this;
-}
-// Tears the subtree down iteratively: a long chain of setattr children must not recurse once per level.
-// A module another attribute still holds is only released, not torn down.
-inline module_box::~module_box() {
-  std::vector<std::shared_ptr<Module>> pending;
-  pending.push_back(std::move(ptr_));
-  while (!pending.empty()) {
-    std::shared_ptr<Module> m = std::move(pending.back());
-    pending.pop_back();
-    if (m && m.use_count() == 1) module_access::release_dynamic_children(*m, pending);
-  }
-}
 
 }  // namespace detail
 

@@ -1,5 +1,5 @@
-// The dynamic attributes of a module: setattr of a child module or tensor by dotted path, and
-// delattr. (Reading them is part of Module's traversal.)
+// The dynamic attributes of a module: setattr of a child module or tensor by dotted path, delattr,
+// share_module, and the boxes holding dynamic children. (Reading them is part of Module's traversal.)
 #pragma once
 
 #include <tracemod/nn/module.hpp>
@@ -9,9 +9,48 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace tracemod {
 
+namespace detail {
+
+inline module_box::module_box(std::unique_ptr<Module> m) : ptr_(std::move(m)) {}
+inline module_box::module_box(const module_box& other) {
+  const copy_scope scope;
+  if (other.ptr_.use_count() > 1) {  // shared: copied once per copy
+    auto& memo = copy_memo::current().copies;
+    for (const auto& [original, copy] : memo)
+      if (original == other.ptr_.get()) {
+        ptr_ = copy;
+        return;
+      }
+    ptr_ = std::shared_ptr<Module>(module_access::copy(*other.ptr_));
+    memo.emplace_back(other.ptr_.get(), ptr_);
+  } else {
+    ptr_ = module_access::copy(*other.ptr_);
+  }
+}
+inline module_box& module_box::operator=(const module_box& other) {
+  if (this != &other) {
+    module_box copy(other);
+    ptr_ = std::move(copy.ptr_);
+  }
+  return *this;
+}
+// Tears the subtree down iteratively: a long chain of setattr children must not recurse once per level.
+// A module another attribute still holds is only released, not torn down.
+inline module_box::~module_box() {
+  std::vector<std::shared_ptr<Module>> pending;
+  pending.push_back(std::move(ptr_));
+  while (!pending.empty()) {
+    std::shared_ptr<Module> m = std::move(pending.back());
+    pending.pop_back();
+    if (m && m.use_count() == 1) module_access::release_dynamic_children(*m, pending);
+  }
+}
+
+}  // namespace detail
 
 inline void Module::delattr(std::string_view path) {
   std::string_view leaf;
