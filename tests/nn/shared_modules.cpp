@@ -76,6 +76,10 @@ TEST_CASE("share_module: traversals list a shared module once, state_dict under 
   CHECK(m.parameters().size() == 4);
   CHECK(m.modules().size() == 3);
   CHECK(m.state_dict().keys() == strings{"fc.weight", "fc.bias", "i.weight", "i.bias", "h.weight", "h.bias"});
+  CHECK(m.repr() ==  // PyTorch prints a shared module under each name
+        "Net(\n  (fc): Linear(in_features=3, out_features=2, bias=True)\n"
+        "  (i): Linear(in_features=3, out_features=2, bias=True)\n"
+        "  (h): Linear(in_features=3, out_features=2, bias=True)\n)");
 
   // load_state_dict expects every key state_dict gives; the alias's keys land in the one module.
   tmod::StateDict d = m.state_dict();

@@ -566,7 +566,7 @@ inline void Module::repr_tree(std::string& out, std::size_t indent) const {
   out += type_name();
   out += '(';
   const std::string extra = extra_repr();
-  const auto children = named_children();
+  const auto children = collect_children<const Module>(false);  // a shared child under each name, as PyTorch prints
   if (children.empty()) {
     out += extra;
     out += ')';
