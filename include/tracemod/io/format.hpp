@@ -21,8 +21,9 @@ namespace tracemod {
 
 namespace io {
 
-/// The format version this library writes; it reads every version from 1 up to this one.
-inline constexpr std::uint32_t format_version = 1;
+/// The format version this library writes; it reads every version from 1 up to this one. Version 2
+/// adds "alias" module attributes (a module held by several attributes is stored once).
+inline constexpr std::uint32_t format_version = 2;
 inline constexpr std::array<char, 8> file_magic{'\x89', 'T', 'M', 'O', 'D', '\r', '\n', '\x1a'};
 inline constexpr std::size_t header_size = 64;
 inline constexpr std::size_t blob_alignment = 64;

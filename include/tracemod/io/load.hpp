@@ -271,7 +271,7 @@ class Reader {
   /// The module tree as it is built, children before parents (children have larger indices).
   struct module_tree {
     const json& ms;
-    std::vector<std::unique_ptr<Module>> built;
+    std::vector<std::shared_ptr<Module>> built;  ///< shared: an alias attribute holds the module too
     std::vector<bool> claimed;
     std::vector<TracedModule*> traced;
     std::vector<std::string> paths;  ///< attribute paths for messages ("layer1.0.conv1")
@@ -332,7 +332,15 @@ class Reader {
         const std::size_t c = index(a, "module", tree.ms.size(), "module");
         if (c <= i || tree.claimed[c]) fail("module " + std::to_string(c) + " cannot be attribute '" + name + "' (a cycle or a second parent)");
         tree.claimed[c] = true;
-        tm->setattr(name, std::move(tree.built[c]));
+        tracemod::detail::module_access::add_shared_child(*tm, name, tree.built[c]);
+      } else if (a.contains("alias")) {
+        // Another attribute holding a module stored elsewhere in the tree. Every module attribute
+        // points to a later module, so no module can end up inside itself.
+        const std::size_t c = index(a, "alias", tree.ms.size(), "module");
+        if (c <= i)
+          fail("attribute '" + name + "' aliases module " + std::to_string(c) +
+               ", which is not after module " + std::to_string(i) + " (a module cannot contain itself)");
+        tracemod::detail::module_access::add_shared_child(*tm, name, tree.built[c]);
       } else if (a.contains("parameter")) {
         tm->setattr(name, Parameter(tensor_at(a, "parameter")));
       } else {

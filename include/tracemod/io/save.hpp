@@ -36,6 +36,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -192,10 +193,72 @@ class Writer {
                 {"inputs", std::move(inputs)}, {"exprs", std::move(exprs)}, {"outputs", tree(g.output_tree())}};
   }
 
-  /// The module tree, flattened: module 0 is the root, every child has a larger index than its parent.
+  /// A module attribute of a traced module: `alias` when the module was reached before by another
+  /// attribute (its first path in pre-order, as named_modules lists it, holds it as "module").
+  struct child_edge {
+    std::string name;
+    const Module* child;
+    bool alias;
+  };
+
+  /// Each traced module's module attributes, the aliases marked.
+  static std::unordered_map<const Module*, std::vector<child_edge>> module_edges(const TracedModule& root) {
+    std::unordered_map<const Module*, std::vector<child_edge>> edges;
+    std::vector<const Module*> stack{&root};
+    while (!stack.empty()) {
+      const Module* m = stack.back();
+      stack.pop_back();
+      if (dynamic_cast<const TracedModule*>(m) == nullptr || edges.count(m) != 0) continue;
+      auto& list = edges[m];
+      for (const auto& [name, child] : tracemod::detail::module_access::all_children(*m)) {
+        list.push_back({name, &child, false});
+        stack.push_back(&child);
+      }
+    }
+    // Pre-order (named_modules' order), marking the attributes that reach a module already reached.
+    std::unordered_set<const Module*> seen{&root};
+    std::vector<child_edge*> walk;
+    const auto push_children = [&](const Module* m) {
+      if (const auto it = edges.find(m); it != edges.end())
+        for (auto e = it->second.rbegin(); e != it->second.rend(); ++e) walk.push_back(&*e);
+    };
+    push_children(&root);
+    while (!walk.empty()) {
+      child_edge* e = walk.back();
+      walk.pop_back();
+      if (!seen.insert(e->child).second) {
+        e->alias = true;
+        continue;
+      }
+      push_children(e->child);
+    }
+    return edges;
+  }
+
+  /// The modules in file order: the root first, then breadth first, each module after every module
+  /// that holds it (as an attribute or an alias), so that every module attribute points forward.
+  static std::vector<const Module*> module_order(const TracedModule& root,
+                                                 const std::unordered_map<const Module*, std::vector<child_edge>>& edges) {
+    std::unordered_map<const Module*, std::size_t> holders;
+    for (const auto& [m, list] : edges)
+      for (const child_edge& e : list) ++holders[e.child];
+    std::vector<const Module*> order{&root};
+    for (std::size_t i = 0; i < order.size(); ++i)
+      if (const auto it = edges.find(order[i]); it != edges.end())
+        for (const child_edge& e : it->second)
+          if (--holders[e.child] == 0) order.push_back(e.child);
+    return order;
+  }
+
+  /// The module tree, flattened: module 0 is the root, every module has a larger index than each
+  /// module holding it. A module held by several attributes is stored once; its first path holds it
+  /// as "module", the others as "alias".
   void modules(const TracedModule& root) {
     json list = json::array();
-    std::vector<const Module*> order{&root};
+    const auto edges = module_edges(root);
+    const std::vector<const Module*> order = module_order(root, edges);
+    std::unordered_map<const Module*, std::size_t> index_of;
+    for (std::size_t i = 0; i < order.size(); ++i) index_of.emplace(order[i], i);
     for (std::size_t i = 0; i < order.size(); ++i) {
       const Module& m = *order[i];
       json j{{"type", std::string(m.type_name())}, {"training", m.training()}};
@@ -209,10 +272,8 @@ class Writer {
           attrs.push_back(json{{"name", name}, {"parameter", tensor(p)}});
         for (const auto& [name, b] : m.named_buffers("", false))
           attrs.push_back(json{{"name", name}, {"buffer", tensor(b)}});
-        for (const auto& [name, child] : m.named_children()) {
-          attrs.push_back(json{{"name", name}, {"module", order.size()}});
-          order.push_back(&child);
-        }
+        for (const child_edge& e : edges.at(&m))
+          attrs.push_back(json{{"name", e.name}, {e.alias ? "alias" : "module", index_of.at(e.child)}});
         j["attrs"] = std::move(attrs);
         json graphs = json::array();
         for (const auto& [sig, g] : tm->graphs()) graphs.push_back(graph_json(sig, *g));

@@ -9,7 +9,8 @@
 //
 // Copying a module copies its tree of modules; the copy's tensors share their buffers with the
 // original's (Tensor copies are handles). clone() copies the tensors' data as well. Both keep the
-// forward hooks: a copy holds the same registrations (nn/hook_handle.hpp).
+// forward hooks: a copy holds the same registrations (nn/hook_handle.hpp). A module held by two
+// dynamic attributes (share_module) is one object, and its copy is one object of the copy.
 #pragma once
 
 #include <tracemod/core/dim.hpp>
@@ -35,6 +36,7 @@
 #include <string_view>
 #include <type_traits>
 #include <typeinfo>
+#include <unordered_set>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -119,15 +121,18 @@ class Module {
                                                                bool recursive = true) const {
     return collect_tensors<const Tensor>(prefix, recursive, true, true);
   }
-  /// Direct child modules.
+  /// Direct child modules; a child held by two attributes (share_module) is listed once, under the first.
   [[nodiscard]] std::vector<named<Module>> named_children() { return collect_children<Module>(); }
   [[nodiscard]] std::vector<named<const Module>> named_children() const { return collect_children<const Module>(); }
-  /// This module (named `prefix`) and every descendant, pre-order.
-  [[nodiscard]] std::vector<named<Module>> named_modules(std::string_view prefix = "") {
-    return collect_modules<Module>(prefix);
+  /// This module (named `prefix`) and every descendant, pre-order. remove_duplicate (PyTorch's
+  /// default): a module reachable by several paths (share_module) is listed once, under the first
+  /// path in pre-order, and its subtree once; false lists every path.
+  [[nodiscard]] std::vector<named<Module>> named_modules(std::string_view prefix = "", bool remove_duplicate = true) {
+    return collect_modules<Module>(prefix, remove_duplicate);
   }
-  [[nodiscard]] std::vector<named<const Module>> named_modules(std::string_view prefix = "") const {
-    return collect_modules<const Module>(prefix);
+  [[nodiscard]] std::vector<named<const Module>> named_modules(std::string_view prefix = "",
+                                                               bool remove_duplicate = true) const {
+    return collect_modules<const Module>(prefix, remove_duplicate);
   }
 
   [[nodiscard]] refs<Parameter> parameters(bool recursive = true) { return values(named_parameters("", recursive)); }
@@ -146,10 +151,12 @@ class Module {
   // ---- state -----------------------------------------------------------------------------------
 
   /// Every defined parameter and buffer by dotted path, in PyTorch's order. The tensors share their
-  /// buffers with the module (as torch's state_dict does): writing into them changes the module.
+  /// buffers with the module (as torch's state_dict does): writing into them changes the module. A
+  /// shared sub-module's tensors are listed under each of its paths (as in PyTorch), while the
+  /// parameter/buffer/tensor lists give them once.
   [[nodiscard]] StateDict state_dict() const {
     StateDict result;
-    for (const auto& [name, t] : named_tensors()) result.insert(name, t);
+    for (const auto& [name, t] : collect_tensors<const Tensor>("", true, true, true, false)) result.insert(name, t);
     return result;
   }
 
@@ -217,6 +224,14 @@ class Module {
   /// Removes this module's own hooks (its copies and children keep theirs).
   void clear_forward_hooks() noexcept { hooks_.clear(); }
 
+  /// Makes the dynamic attribute `alias_path` hold the module at `target_path` itself (one object, as
+  /// `self.h = self.i` in Python): a weight changed through one path is seen through the other. The
+  /// target must be a module added with setattr (a reflected member is held by value and cannot be
+  /// shared); the alias is a dynamic attribute, created or replaced. Throws module_error naming the
+  /// paths for a missing target, a tensor, a reflected alias name, or an alias inside its target (a
+  /// module cannot contain itself).
+  void share_module(std::string_view alias_path, std::string_view target_path);
+
   // ---- copies and printing ---------------------------------------------------------------------
 
   /// A deep copy: a new module tree with new tensor buffers (tensors that were one handle stay one).
@@ -228,9 +243,17 @@ class Module {
 
  protected:
   Module() = default;
-  Module(const Module&) = default;
+  // A copy keeps the sharing among the copied dynamic attributes (module_box, copy_scope).
+  Module(const Module& other) : dynamic_(copy_dynamic(other.dynamic_)), training_(other.training_) {}
   Module(Module&&) noexcept = default;
-  Module& operator=(const Module&) = default;
+  Module& operator=(const Module& other) {
+    if (this != &other) {
+      auto copy = copy_dynamic(other.dynamic_);
+      dynamic_ = std::move(copy);
+      training_ = other.training_;
+    }
+    return *this;
+  }
   Module& operator=(Module&&) noexcept = default;
 
   // Generated by TM_MODULE (or written by the containers).
@@ -256,6 +279,11 @@ class Module {
 
  private:
   friend struct detail::module_access;
+
+  static std::vector<detail::dynamic_attr> copy_dynamic(const std::vector<detail::dynamic_attr>& d) {
+    const detail::copy_scope scope;
+    return d;
+  }
 
   /// Reflected members, then dynamic ones.
   [[nodiscard]] std::vector<detail::member_slot> own_members() const {
@@ -292,17 +320,21 @@ class Module {
 
   /// Calls f(path, module) for this module and (if recursive) every descendant, pre-order. Iterative,
   /// so the depth costs heap, not stack; a tree deeper than max_module_depth is a module_error.
+  /// remove_duplicate: a module reached again (a shared sub-module) is skipped with its subtree, so
+  /// its first path in pre-order wins (PyTorch's memo).
   template <class F>
-  void for_each_module(const std::string& path, bool recursive, F&& f) const {
+  void for_each_module(const std::string& path, bool recursive, F&& f, bool remove_duplicate = true) const {
     struct pending {
       std::string path;
       const Module* module;
       std::size_t depth;
     };
     std::vector<pending> stack{{path, this, 0}};
+    std::unordered_set<const Module*> seen;
     while (!stack.empty()) {
       pending top = std::move(stack.back());
       stack.pop_back();
+      if (remove_duplicate && !seen.insert(top.module).second) continue;
       f(top.path, *top.module);
       if (!recursive) return;
       const auto slots = top.module->own_members();
@@ -331,7 +363,7 @@ class Module {
 
   template <class T>
   [[nodiscard]] std::vector<named<T>> collect_tensors(std::string_view prefix, bool recursive, bool params,
-                                                      bool buffers) const {
+                                                      bool buffers, bool remove_duplicate = true) const {
     std::vector<named<T>> result;
     for_each_module(std::string(prefix), recursive, [&](const std::string& path, const Module& m) {
       const auto slots = m.own_members();
@@ -341,24 +373,26 @@ class Module {
           if (s.kind == kind && s.tensor->defined())
             result.emplace_back(detail::join_path(path, s.name), static_cast<T&>(*s.tensor));
       }
-    });
+    }, remove_duplicate);
     return result;
   }
 
   template <class T>
-  [[nodiscard]] std::vector<named<T>> collect_children() const {
+  [[nodiscard]] std::vector<named<T>> collect_children(bool remove_duplicate = true) const {
     std::vector<named<T>> result;
     for (const detail::member_slot& s : own_members())
-      if (s.kind == member_kind::module) result.emplace_back(s.name, *s.module);
+      if (s.kind == member_kind::module &&
+          (!remove_duplicate || std::none_of(result.begin(), result.end(), [&](const auto& c) { return &c.second == s.module; })))
+        result.emplace_back(s.name, *s.module);
     return result;
   }
 
   template <class T>
-  [[nodiscard]] std::vector<named<T>> collect_modules(std::string_view prefix) const {
+  [[nodiscard]] std::vector<named<T>> collect_modules(std::string_view prefix, bool remove_duplicate) const {
     std::vector<named<T>> result;
     for_each_module(std::string(prefix), true, [&](const std::string& path, const Module& m) {
       result.emplace_back(path, const_cast<Module&>(m));
-    });
+    }, remove_duplicate);
     return result;
   }
 
@@ -502,7 +536,10 @@ namespace detail {
 
 /// The library's access to Module's protected hooks (TM_MODULE's generated code and containers).
 struct module_access {
-  static std::unique_ptr<Module> copy(const Module& m) { return m.tracemod_copy_(); }
+  static std::unique_ptr<Module> copy(const Module& m) {
+    const copy_scope scope;  // modules shared inside m stay shared inside the copy
+    return m.tracemod_copy_();
+  }
   static void detach_tensors(Module& m) { m.detach_tensors(); }
   static void set_training_flag(Module& m, bool training) { m.training_ = training; }
   /// m's forward hooks; null when it never had any (the one test a call without hooks makes).
@@ -512,8 +549,28 @@ struct module_access {
   static void share_hooks(const Module& from, Module& to) { to.hooks_ = from.hooks_; }
   /// Throws module_error if the tree below m nests deeper than max_module_depth.
   static void check_depth(const Module& m) { (void)m.height(); }
+  /// Every direct child of m by name, a shared one under each of its names.
+  static std::vector<std::pair<std::string, const Module&>> all_children(const Module& m) {
+    return m.collect_children<const Module>(false);
+  }
+  /// The owning pointer of m's dynamic child `name` (null if it is none).
+  static std::shared_ptr<Module> shared_child(const Module& m, std::string_view name) {
+    for (const dynamic_attr& d : m.dynamic_)
+      if (const auto* box = std::get_if<module_box>(&d.value); box != nullptr && d.name == name) return box->shared();
+    return nullptr;
+  }
+  /// Adds the dynamic child `name` (a new attribute, checked as setattr checks it, else module_error)
+  /// holding `child` itself (shared), as share_module does; the caller guarantees that `child` does
+  /// not contain m.
+  static void add_shared_child(Module& m, std::string name, std::shared_ptr<Module> child) {
+    std::string_view leaf;
+    (void)m.check_set_module(name, *child, leaf);  // the name and the nesting depth
+    if (m.own_member(name))
+      throw module_error("setattr('" + name + "'): " + std::string(m.type_name()) + " already has an attribute '" + name + "'");
+    m.dynamic_.push_back({std::move(name), module_box(std::move(child))});
+  }
   /// Moves the setattr children of m and of its reflected descendants into `out`.
-  static void release_dynamic_children(Module& m, std::vector<std::unique_ptr<Module>>& out) {
+  static void release_dynamic_children(Module& m, std::vector<std::shared_ptr<Module>>& out) {
     for (dynamic_attr& d : m.dynamic_)
       if (auto* box = std::get_if<module_box>(&d.value)) out.push_back(std::move(box->ptr_));
     std::vector<member_slot> reflected;
@@ -523,71 +580,19 @@ struct module_access {
   }
 };
 
-inline module_box::module_box(std::unique_ptr<Module> m) : ptr_(std::move(m)) {}
-inline module_box::module_box(const module_box& other) : ptr_(module_access::copy(*other.ptr_)) {}
-inline module_box& module_box::operator=(const module_box& other) {
-  if (this != &other) ptr_ = module_access::copy(*other.ptr_);
-  return *this;
-}
-// Tears the subtree down iteratively: a long chain of setattr children must not recurse once per level.
-inline module_box::~module_box() {
-  std::vector<std::unique_ptr<Module>> pending;
-  pending.push_back(std::move(ptr_));
-  while (!pending.empty()) {
-    std::unique_ptr<Module> m = std::move(pending.back());
-    pending.pop_back();
-    if (m) module_access::release_dynamic_children(*m, pending);
-  }
-}
-
 }  // namespace detail
 
 
 inline std::unique_ptr<Module> Module::clone() const {
   detail::module_access::check_depth(*this);  // the copy recurses once per level
-  std::unique_ptr<Module> copy = tracemod_copy_();
+  std::unique_ptr<Module> copy = detail::module_access::copy(*this);
   copy->detach_tensors();
   return copy;
-}
-
-inline std::string Module::repr() const {
-  detail::module_access::check_depth(*this);  // repr_tree recurses once per level
-  std::string out;
-  repr_tree(out, 0);
-  return out;
-}
-
-// Appends the tree at the given indent; each line is written once, already indented, so the cost is
-// the size of the text (re-indenting children's text would be cubic in the depth).
-inline void Module::repr_tree(std::string& out, std::size_t indent) const {
-  const auto new_line = [&](std::size_t width) {
-    out += '\n';
-    out.append(width, ' ');
-  };
-  out += type_name();
-  out += '(';
-  const std::string extra = extra_repr();
-  const auto children = named_children();
-  if (children.empty()) {
-    out += extra;
-    out += ')';
-    return;
-  }
-  if (!extra.empty()) {
-    new_line(indent + 2);
-    for (const char c : extra) c == '\n' ? new_line(indent + 2) : void(out += c);
-  }
-  for (const auto& [name, child] : children) {
-    new_line(indent + 2);
-    out += "(" + name + "): ";
-    child.repr_tree(out, indent + 2);
-  }
-  new_line(indent);
-  out += ')';
 }
 
 }  // namespace tracemod
 
 // Out-of-line members, each in the header of its concern.
 #include <tracemod/nn/module_load_state.hpp>
+#include <tracemod/nn/module_repr.hpp>
 #include <tracemod/nn/module_setattr.hpp>

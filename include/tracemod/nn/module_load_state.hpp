@@ -18,7 +18,8 @@ inline IncompatibleKeys Module::load_state_dict(const StateDict& dict, bool stri
   std::string mismatches;
   std::vector<std::pair<Tensor*, const Tensor*>> copies;
   std::unordered_set<std::string> own_keys;
-  for (auto& [name, t] : named_tensors()) {
+  // Every path of a shared sub-module is a key (state_dict lists each); the later copy wins.
+  for (auto& [name, t] : collect_tensors<Tensor>("", true, true, true, false)) {
     own_keys.insert(name);
     if (!dict.contains(name)) {
       report.missing_keys.push_back(name);

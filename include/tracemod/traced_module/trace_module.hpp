@@ -60,27 +60,44 @@ namespace detail {
 /// Builds the traced module tree of `m` (tensors shared) and remembers which TracedModule stands
 /// for which original module. Every module of the tree keeps the forward hooks of the one it stands
 /// for (a builtin's copy holds them, a TracedModule is given them): the same registrations, so the
-/// traced module calls what the original calls, and a handle removes a hook from both.
+/// traced module calls what the original calls, and a handle removes a hook from both. A module
+/// reached by several attributes (Module::share_module) is built once, and every attribute holds
+/// that one module, as in the original.
 inline std::unique_ptr<TracedModule> make_traced_tree(const Module& m,
-                                                      std::unordered_map<const Module*, TracedModule*>& map) {
+                                                      std::unordered_map<const Module*, TracedModule*>& map,
+                                                      std::unordered_map<const Module*, std::shared_ptr<Module>>& built) {
   auto tm = std::make_unique<TracedModule>(std::string(m.type_name()));
   map[&m] = tm.get();
   module_access::share_hooks(m, *tm);
   for (const auto& [name, p] : m.named_parameters("", false)) tm->setattr(name, p);
   for (const auto& [name, b] : m.named_buffers("", false)) tm->setattr(name, b);
-  for (const auto& [name, child] : m.named_children()) {
+  for (const auto& [name, child] : module_access::all_children(m)) {
+    if (const auto it = built.find(&child); it != built.end()) {
+      module_access::add_shared_child(*tm, name, it->second);
+      continue;
+    }
     if (child.is_builtin())
       tm->setattr(name, module_access::copy(child));
     else
-      tm->setattr(name, make_traced_tree(child, map));
+      tm->setattr(name, make_traced_tree(child, map, built));
+    built.emplace(&child, module_access::shared_child(*tm, name));
   }
   module_access::set_training_flag(*tm, m.training());
   return tm;
 }
 
+inline std::unique_ptr<TracedModule> make_traced_tree(const Module& m,
+                                                      std::unordered_map<const Module*, TracedModule*>& map) {
+  std::unordered_map<const Module*, std::shared_ptr<Module>> built;
+  return make_traced_tree(m, map, built);
+}
+
 class TraceSession final : public graph::ModuleTracer {
  public:
-  explicit TraceSession(const Module& root) : root_tree_(make_traced_tree(root, traced_)) {}
+  explicit TraceSession(const Module& root) {
+    std::unordered_map<const Module*, std::shared_ptr<Module>> built;
+    root_tree_ = make_traced_tree(root, traced_, built);
+  }
 
   graph::Graph* find_graph(const Module& module, const std::string& signature) override {
     return traced_of(module).graph_for(signature);
