@@ -188,8 +188,8 @@ struct gelu_params {
 
 /// PyTorch's F.gelu(x, approximate = "none" | "tanh"), computed in double and rounded once.
 /// Elementwise (symbolic dims broadcast through the registry) but not fused: a fused program calls
-/// kernels without params. Exported as its formula over Erf or Tanh (ONNX has Gelu from opset 20 only);
-/// Gelu nodes import as it.
+/// kernels without params. Exported as its formula over Erf or Tanh (ONNX has Gelu from opset 20
+/// only), which imports as the elementwise ops of the formula.
 struct gelu_fn : op_base<gelu_fn> {
   static constexpr std::string_view name = "gelu";
   static constexpr std::string_view target = "nn.gelu";
@@ -233,13 +233,6 @@ struct gelu_fn : op_base<gelu_fn> {
     const std::string one_plus = cx.node1("Add", {inner, g.scalar(1.0)}, tmp("one_plus"));
     const std::string half_x = cx.node1("Mul", {x, g.scalar(0.5)}, tmp("half_x"));
     cx.node("Mul", {half_x, one_plus}, {cx.output()});
-  }
-  static constexpr std::array onnx_import_types{std::string_view("Gelu")};
-  static constexpr std::array onnx_import_attributes{std::string_view("approximate")};
-  static void onnx_import(onnx_import_context& cx) {
-    params p{cx.attr_string("approximate", "none")};
-    if (p.approximate != "none" && p.approximate != "tanh") cx.unsupported("Gelu with approximate '" + p.approximate + "'");
-    cx.bind(cx.call<gelu_fn>(p, cx.tensor(0)));
   }
 };
 inline constexpr gelu_fn gelu{};
