@@ -62,6 +62,13 @@ struct One : tmod::Module {
   auto forward(const auto& x) const { return F::hardsigmoid(x); }
 };
 
+/// leaky_relu with a per-channel slope tensor (a constant of the trace).
+struct Channels : tmod::Module {
+  Tensor slope = tmod::tensor({0.5f, 0.25f, 0.125f});
+  TM_MODULE(Channels)
+  auto forward(const auto& x) const { return F::leaky_relu(x, slope); }
+};
+
 std::map<std::string, int> op_counts(const tmod::onnx::proto::ModelProto& m) {
   std::map<std::string, int> c;
   for (const auto& n : m.graph().node()) ++c[n.op_type()];
@@ -111,6 +118,24 @@ TEST_CASE("onnx import: a HardSwish node (opset 14) imports as hardswish") {
   CHECK(os.str().find("nn.hardswish(") != std::string::npos);
   const Tensor got = imported(input).tensor();
   CHECK(std::memcmp(got.data<float>(), F::hardswish(input).data<float>(), got.nbytes()) == 0);
+}
+
+TEST_CASE("onnx: leaky_relu with a slope tensor exports as PRelu; one that widens the input is refused") {
+  Channels net;
+  const Tensor x = tmod::uniform({2, 3}, -1.f, 1.f, 43);
+  const auto model = tmod::onnx::to_onnx(tmod::trace_module(net, x), {.opset = 13});
+  CHECK_NOTHROW(tmod::onnx::proto::checker::check_model(model));
+  CHECK(op_counts(model).at("PRelu") == 1);
+  const Tensor column = tmod::uniform({3}, -1.f, 1.f, 44);
+  net.slope = tmod::tensor({{0.5f}, {0.25f}});  // (2, 1) against (3,): the result is (2, 3)
+  const tmod::TracedModule wide = tmod::trace_module(net, column);
+  try {
+    (void)tmod::onnx::to_onnx(wide, {.opset = 13});
+    FAIL("no error");
+  } catch (const tmod::value_error& e) {
+    CAPTURE(e.what());
+    CHECK(std::string(e.what()).find("PRelu") != std::string::npos);
+  }
 }
 
 }  // namespace tmod_test_onnx_activations
