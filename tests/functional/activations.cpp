@@ -1,5 +1,8 @@
 // gelu (erf and tanh forms), silu, hardswish, hardsigmoid, leaky_relu and erf in eager mode, against
-// double-precision scalar loops of PyTorch's formulas, and their bad input.
+// double-precision scalar loops of PyTorch's formulas and against PyTorch's goldens (tests/data/gelu,
+// gelu_tanh, silu, hardswish, hardsigmoid, leaky_relu), and their bad input.
+#include "functional/golden_case.hpp"
+
 #include <tracemod/core/factories.hpp>
 #include <tracemod/functional.hpp>
 
@@ -69,6 +72,22 @@ TEST_CASE("functional: gelu, silu, hardswish, hardsigmoid, leaky_relu and erf fo
   CHECK(std::isnan(hw.at({3})));
   CHECK(std::isnan(lr.at({3})));
   CHECK(std::isnan(F::gelu(bends).at({3})));
+}
+
+TEST_CASE("functional: the activations match PyTorch's float64 goldens rounded to float32") {
+  // gelu rounds its double result once; the others compute in float32 (sigmoid's exp, a division).
+  const auto run = [](std::string_view op, const auto& f, double rtol) {
+    return golden_case::for_each_case(op, [&](const std::string& name, golden_case::Args&) {
+      const auto in = golden_case::inputs(name, 1, 1);
+      golden::check_close(f(in[0]), golden::load(name, "out"), rtol, 1e-7, name);
+    });
+  };
+  CHECK(run("gelu", [](const Tensor& x) { return F::gelu(x); }, 1e-6) == 6);
+  CHECK(run("gelu_tanh", [](const Tensor& x) { return F::gelu(x, {.approximate = "tanh"}); }, 1e-6) == 6);
+  CHECK(run("silu", [](const Tensor& x) { return F::silu(x); }, 1e-6) == 6);
+  CHECK(run("hardswish", [](const Tensor& x) { return F::hardswish(x); }, 1e-6) == 6);
+  CHECK(run("hardsigmoid", [](const Tensor& x) { return F::hardsigmoid(x); }, 1e-6) == 6);
+  CHECK(run("leaky_relu", [](const Tensor& x) { return F::leaky_relu(x); }, 1e-6) == 6);
 }
 
 TEST_CASE("functional: leaky_relu takes a slope tensor that broadcasts with the input") {
