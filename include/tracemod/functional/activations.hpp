@@ -96,6 +96,7 @@ inline constexpr silu_fn silu{};
 TRACEMOD_REGISTER_BUILTIN_OP(silu_fn);
 
 /// relu6(x + 3) / 6 (PyTorch's F.hardsigmoid); ONNX's HardSigmoid(alpha = 1/6, beta = 1/2) both ways.
+/// A HardSigmoid with other alpha and beta imports as max(0, min(1, alpha * x + beta)).
 struct hardsigmoid_fn : unary_op<hardsigmoid_fn, kernels::hardsigmoid_op> {
   static constexpr std::string_view name = "hardsigmoid";
   static constexpr std::string_view target = "nn.hardsigmoid";
@@ -109,10 +110,12 @@ struct hardsigmoid_fn : unary_op<hardsigmoid_fn, kernels::hardsigmoid_op> {
   static void onnx_import(onnx_import_context& cx) {
     const float alpha = static_cast<float>(cx.attr_float("alpha", 0.2f));
     const float beta = static_cast<float>(cx.attr_float("beta", 0.5f));
-    if (alpha != static_cast<float>(1.0 / 6.0) || beta != 0.5f)
-      cx.unsupported("HardSigmoid with alpha " + std::to_string(alpha) + " and beta " + std::to_string(beta) +
-                     " (only alpha = 1/6, beta = 0.5, PyTorch's hardsigmoid)");
-    cx.bind(cx.call<hardsigmoid_fn>({}, cx.tensor(0)));
+    const onnx_value x = cx.tensor(0);
+    if (alpha != static_cast<float>(1.0 / 6.0) || beta != 0.5f) {  // max(0, min(1, alpha * x + beta))
+      const onnx_value y = cx.call<add_fn>({}, cx.call<mul_fn>({}, x, Value(static_cast<double>(alpha))), Value(static_cast<double>(beta)));
+      return cx.bind(cx.call<maximum_fn>({}, cx.call<minimum_fn>({}, y, Value(1.0)), Value(0.0)));
+    }
+    cx.bind(cx.call<hardsigmoid_fn>({}, x));
   }
 };
 inline constexpr hardsigmoid_fn hardsigmoid{};
