@@ -1,6 +1,7 @@
 // Every functional op (tracemod::functional, aliased F in docs) and the Tensor operators.
 #pragma once
 
+#include <tracemod/functional/activations.hpp>
 #include <tracemod/functional/astype.hpp>
 #include <tracemod/functional/conv.hpp>
 #include <tracemod/functional/elementwise.hpp>

@@ -32,7 +32,8 @@ std::string value_error_of(const M::builtin_entry& e, const tmod::Value& config)
 TEST_CASE("builtin registry: the registered types are the classes declaring TM_BUILTIN_MODULE") {
   const std::set<std::string> declared = library_builtins::declared_in_headers();
   for (const char* name : {"Conv2d", "BatchNorm2d", "Linear", "ReLU", "ReLU6", "Identity", "MaxPool2d", "AvgPool2d",
-                           "AdaptiveAvgPool2d", "Flatten", "Elemwise", "Dropout", "ConvBn2d", "ConvBnRelu2d"})
+                           "AdaptiveAvgPool2d", "Flatten", "Elemwise", "Dropout", "ConvBn2d", "ConvBnRelu2d", "GELU", "SiLU",
+                           "Hardswish", "Hardsigmoid", "LeakyReLU"})
     CHECK_MESSAGE(declared.contains(name), name);
   const std::vector<std::string> names = M::builtin_registry::instance().type_names();
   const std::set<std::string> registered(names.begin(), names.end());
@@ -49,6 +50,11 @@ TEST_CASE("builtin registry: config -> from_config -> config round-trips for eve
   samples.push_back(std::make_unique<M::Linear>(7, 2, false));
   samples.push_back(std::make_unique<M::ReLU>());
   samples.push_back(std::make_unique<M::ReLU6>());
+  samples.push_back(std::make_unique<M::GELU>("tanh"));
+  samples.push_back(std::make_unique<M::SiLU>());
+  samples.push_back(std::make_unique<M::Hardswish>());
+  samples.push_back(std::make_unique<M::Hardsigmoid>());
+  samples.push_back(std::make_unique<M::LeakyReLU>(0.2));
   samples.push_back(std::make_unique<M::Identity>());
   samples.push_back(std::make_unique<M::MaxPool2d>(3, M::MaxPool2dOptions{.stride = 2, .padding = 1, .ceil_mode = true}));
   samples.push_back(std::make_unique<M::AvgPool2d>(2, M::AvgPool2dOptions{.count_include_pad = false}));
@@ -104,6 +110,10 @@ TEST_CASE("builtin registry: the config keys saved files hold") {
   CHECK(M::Elemwise("add").config() == tmod::Value::dict({{"method", std::string("ADD")}}));
   CHECK(M::Dropout(0.25).config() == tmod::Value::dict({{"p", 0.25}}));
   CHECK(M::ReLU6().config() == tmod::Value::dict({}));
+  CHECK(M::GELU().config() == tmod::Value::dict({{"approximate", std::string("none")}}));
+  CHECK(M::LeakyReLU().config() == tmod::Value::dict({{"negative_slope", 0.01}}));
+  CHECK(M::SiLU().config() == tmod::Value::dict({}));
+  CHECK_THROWS_AS(M::GELU("erf"), tmod::value_error);
 }
 
 TEST_CASE("builtin registry: from_config rejects a bad config with value_error naming the module and field") {

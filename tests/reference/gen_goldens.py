@@ -115,6 +115,12 @@ UNARY_OPS = {
     "exp": (torch.exp, (-10.0, 10.0)),
     "sigmoid": (torch.sigmoid, (-10.0, 10.0)),
     "tanh": (torch.tanh, (-10.0, 10.0)),
+    "gelu": (F.gelu, (-6.0, 6.0)),
+    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), (-6.0, 6.0)),  # F::gelu(x, {.approximate = "tanh"})
+    "silu": (F.silu, (-10.0, 10.0)),
+    "hardswish": (F.hardswish, (-5.0, 5.0)),
+    "hardsigmoid": (F.hardsigmoid, (-5.0, 5.0)),
+    "leaky_relu": (F.leaky_relu, (-10.0, 10.0)),  # the default slope 0.01
 }
 UNARY_SHAPES = [(7, 13), (2, 3, 17), (37,), (), (0, 5)]
 
