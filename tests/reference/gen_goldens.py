@@ -430,9 +430,10 @@ def npy_samples(root):
             np.lib.format.write_array(f, f4_2x3, version=version)
 
 
-# Folders other generators own (gen_modules.py, gen_mobilenet_v2.py, gen_dynamic_shapes.py); this
-# script leaves them alone.
-FOREIGN = {"modules", "resnet18", "mobilenet_v2", "dynamic_shapes"}
+# Folders other generators own (gen_modules.py, gen_mobilenet_v2.py, gen_dynamic_shapes.py, and the
+# C++ programs make_serialize_v1.cpp and make_serialize_v2.cpp for serialize/); this script leaves
+# them alone.
+FOREIGN = {"modules", "resnet18", "mobilenet_v2", "dynamic_shapes", "serialize"}
 
 
 def main():
