@@ -243,14 +243,16 @@ class Module {
 
  protected:
   Module() = default;
-  // A copy keeps the sharing among the copied dynamic attributes (module_box, copy_scope).
-  Module(const Module& other) : dynamic_(copy_dynamic(other.dynamic_)), training_(other.training_) {}
+  // A copy keeps the sharing among its dynamic attributes (copy_scope) and the hook registrations.
+  Module(const Module& other)
+      : dynamic_(copy_dynamic(other.dynamic_)), training_(other.training_), hooks_(other.hooks_) {}
   Module(Module&&) noexcept = default;
   Module& operator=(const Module& other) {
     if (this != &other) {
       auto copy = copy_dynamic(other.dynamic_);
       dynamic_ = std::move(copy);
       training_ = other.training_;
+      hooks_ = other.hooks_;
     }
     return *this;
   }
