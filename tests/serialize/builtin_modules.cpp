@@ -71,6 +71,14 @@ const std::map<std::string, std::function<void()>>& samples() {
       {"Linear", [] { check_builtin(M::Linear(6, 5)); }},  // on the last axis of the 4-D input
       {"ReLU", [] { check_builtin(M::ReLU()); }},
       {"ReLU6", [] { check_builtin(M::ReLU6()); }},
+      {"SiLU", [] { check_builtin(M::SiLU()); }},
+      {"Hardswish", [] { check_builtin(M::Hardswish()); }},
+      {"Hardsigmoid", [] { check_builtin(M::Hardsigmoid()); }},
+      {"GELU", [] {
+         check_builtin(M::GELU());
+         check_builtin(M::GELU("tanh"));
+       }},
+      {"LeakyReLU", [] { check_builtin(M::LeakyReLU(0.2)); }},
       {"Identity", [] { check_builtin(M::Identity()); }},
       {"MaxPool2d", [] { check_builtin(M::MaxPool2d(3, {.stride = 2, .padding = 1})); }},
       {"AvgPool2d", [] { check_builtin(M::AvgPool2d(2, {.ceil_mode = true})); }},
