@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -137,6 +138,17 @@ inline std::vector<double> as_doubles(const tmod::Tensor& t) {
 }
 
 }  // namespace detail
+
+/// The largest |a - b| / max(1, |b|) over the elements of two float32 tensors of one shape.
+[[nodiscard]] inline double max_rel_err(const tmod::Tensor& a, const tmod::Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const auto x = a.values<float>();
+  const auto y = b.values<float>();
+  double m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    m = std::max(m, std::abs(double(x[i]) - y[i]) / std::max(1.0, std::abs(double(y[i]))));
+  return m;
+}
 
 /// Elementwise |actual - expected| <= atol + rtol * |expected| (numpy.allclose); NaN matches
 /// only NaN, an infinity only the same infinity. Shapes and dtypes must be equal.

@@ -3,6 +3,8 @@
 // and the errors for inputs that do not conform.
 #include "graph_test.hpp"
 
+#include <golden.hpp>
+
 #include <models/resnet.hpp>
 
 #include <algorithm>
@@ -15,17 +17,6 @@ namespace tmod_test_graph_dynamic_shapes {
 using namespace graph_test;
 
 namespace {
-
-/// Largest |a - b| / max(1, |b|) over the elements (shapes must agree).
-double max_rel_err(const tmod::Tensor& a, const tmod::Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const auto x = a.values<float>();
-  const auto y = b.values<float>();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i)
-    m = std::max(m, std::abs(double(x[i]) - y[i]) / std::max(1.0, std::abs(double(y[i]))));
-  return m;
-}
 
 /// conv (stride 2) -> bn -> relu -> maxpool -> conv -> residual add of a 1x1 stride-1 conv -> relu.
 struct SmallNet : tmod::Module {
@@ -112,7 +103,7 @@ TEST_CASE("trace_module with dynamic N, H, W: symbolic shapes, one plan, equal t
   check_dims_match_examples(t.graph(), {{"N", 1}, {"H", 8}, {"W", 8}});
   for (const tmod::Shape& s : {tmod::Shape{1, 3, 8, 8}, tmod::Shape{3, 3, 17, 9}, tmod::Shape{2, 3, 32, 31}}) {
     const tmod::Tensor in = tmod::randn(s);
-    CHECK(max_rel_err(t(in).tensor(), net(in)) <= 1e-4);
+    CHECK(golden::max_rel_err(t(in).tensor(), net(in)) <= 1e-4);
   }
   CHECK(t.graph().plans_built() == 1);
 }
@@ -146,7 +137,7 @@ TEST_CASE("dynamic inputs that do not conform: rank, a static extent, a symbol b
                                             tmod::TraceOptions{.dynamic_dims = {{0, "batch"}}});
   CHECK(text(u.graph()).starts_with("TwoInputs.Graph (self, x: (batch, 3), x_1: (batch, 3)) {"));
   const tmod::Tensor a = tmod::randn({5, 3}), b = tmod::randn({5, 3});
-  CHECK(max_rel_err(u(a, b).tensor(), two(a, b)) == 0);
+  CHECK(golden::max_rel_err(u(a, b).tensor(), two(a, b)) == 0);
   CHECK_THROWS_WITH_AS(u(tmod::randn({5, 3}), tmod::randn({4, 3})),
                        "TwoInputs.Graph: input 'x_1' has shape (4, 3), which does not conform to (batch, 3): axis 0 is 4, "
                        "but 'batch' is 5 in this call (inputs sharing a symbol must agree)",
@@ -169,7 +160,7 @@ TEST_CASE("broadcasting a symbolic extent: against 1 it stays, against a static 
                                             tmod::TraceOptions{.dynamic_dims = {{0, "batch", 0}}});
   CHECK(static_cast<const tmod::graph::TensorNode*>(t.graph().outputs()[0])->shape_text() == "(batch, 3)");
   const tmod::Tensor a = tmod::randn({6, 3}), b = tmod::randn({1, 3});
-  CHECK(max_rel_err(t(a, b).tensor(), two(a, b)) == 0);
+  CHECK(golden::max_rel_err(t(a, b).tensor(), two(a, b)) == 0);
   // y's axis 0 is static 2: the result is 2, and another batch fails in the kernel's own check.
   tmod::TracedModule u = tmod::trace_module(two, tmod::randn({2, 3}), tmod::randn({2, 3}),
                                             tmod::TraceOptions{.dynamic_dims = {{0, "batch", 0}}});
@@ -188,7 +179,7 @@ TEST_CASE("reshape with -1 and flatten follow a dynamic batch") {
   CHECK(shapes == std::vector<std::string>{"x (N, 3, 4, 4)", "reshape_out (N, 48)", "fc_out (N, 5)",
                                            "flatten_out (N, 48)", "fc_out_1 (N, 5)", "add_out (N, 5)"});
   const tmod::Tensor in = tmod::randn({7, 3, 4, 4});
-  CHECK(max_rel_err(t(in).tensor(), net(in)) == 0);
+  CHECK(golden::max_rel_err(t(in).tensor(), net(in)) == 0);
 }
 
 TEST_CASE("ResNet-18 with dynamic batch and image size equals eager at batch 1 and 3, 32x32 and 48x40") {
@@ -200,7 +191,7 @@ TEST_CASE("ResNet-18 with dynamic batch and image size equals eager at batch 1 a
   check_dims_match_examples(t.graph(), {{"N", 1}, {"H", 32}, {"W", 32}});
   for (const tmod::Shape& s : {tmod::Shape{1, 3, 32, 32}, tmod::Shape{3, 3, 48, 40}, tmod::Shape{1, 3, 48, 40}}) {
     const tmod::Tensor in = tmod::randn(s);
-    CHECK(max_rel_err(t(in).tensor(), net(in)) <= 1e-4);
+    CHECK(golden::max_rel_err(t(in).tensor(), net(in)) <= 1e-4);
   }
   CHECK(t.graph().plans_built() == 1);
 }
@@ -231,8 +222,8 @@ TEST_CASE("getitem, stack, astype and the powers follow a dynamic batch; a bound
     const tmod::Tensor x = tmod::randn({n, 4, 4}, 7);
     const auto [both, tail] = net(x);
     const tmod::Value y = t(x);
-    CHECK(max_rel_err(y[0].tensor(), both) == 0);
-    CHECK(max_rel_err(y[1].tensor(), tail) == 0);
+    CHECK(golden::max_rel_err(y[0].tensor(), both) == 0);
+    CHECK(golden::max_rel_err(y[1].tensor(), tail) == 0);
   }
   BoundedSlice bounded;
   CHECK_THROWS_WITH_AS(tmod::trace_module(bounded, tmod::randn({3, 4}), tmod::TraceOptions{.dynamic_dims = {{0, "N"}}}),

@@ -24,16 +24,6 @@ namespace {
 namespace tmod = tracemod;
 namespace proto = tracemod::onnx::proto;
 
-double max_rel_err(const tmod::Tensor& a, const tmod::Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const auto x = a.values<float>();
-  const auto y = b.values<float>();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i)
-    m = std::max(m, std::abs(double(x[i]) - y[i]) / std::max(1.0, std::abs(double(y[i]))));
-  return m;
-}
-
 /// "N, 3, H, W": each dim's param or value.
 std::string dims_text(const proto::ValueInfoProto& v) {
   std::string s;
@@ -64,7 +54,7 @@ TEST_CASE("ONNX: dynamic dims export as dim_param; import with dynamic_dims runs
   CHECK(static_cast<const tmod::graph::TensorNode*>(back.graph().outputs()[0])->shape_text() == "(N, 10)");
   for (const tmod::Shape& s : {tmod::Shape{3, 3, 32, 32}, tmod::Shape{2, 3, 48, 40}}) {
     const tmod::Tensor x = tmod::randn(s);
-    CHECK(max_rel_err(back(x).tensor(), net(x)) <= 1e-4);
+    CHECK(golden::max_rel_err(back(x).tensor(), net(x)) <= 1e-4);
   }
   // Without dynamic_dims the import is static, at the given extents.
   const tmod::TracedModule fixed = tmod::onnx::import_model(path, {.dims = {{"N", 2}, {"H", 32}, {"W", 32}}});

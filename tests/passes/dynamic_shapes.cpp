@@ -2,6 +2,8 @@
 // still run at other batch and image sizes, equal to the eager module.
 #include "passes_test.hpp"
 
+#include <golden.hpp>
+
 #include <models/resnet.hpp>
 
 #include <string>
@@ -12,16 +14,6 @@ namespace tmod_test_passes_dynamic_shapes {
 using namespace passes_test;
 
 namespace {
-
-double max_rel_err(const tmod::Tensor& a, const tmod::Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const auto x = a.values<float>();
-  const auto y = b.values<float>();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i)
-    m = std::max(m, std::abs(double(x[i]) - y[i]) / std::max(1.0, std::abs(double(y[i]))));
-  return m;
-}
 
 /// conv -> bn -> relu, then a conv whose result is scaled, shifted and added to a 1x1 skip branch.
 struct ConvNet : tmod::Module {
@@ -53,7 +45,7 @@ TEST_CASE("optimize keeps a small conv net's dynamic dims: the fused graph runs 
   CHECK(out->shape_text() == "(N, 8, (H-1)/2+1, (W-1)/2+1)");
   for (const tmod::Shape& s : {tmod::Shape{2, 3, 8, 8}, tmod::Shape{1, 3, 15, 21}, tmod::Shape{3, 3, 32, 16}}) {
     const tmod::Tensor in = tmod::randn(s);
-    CHECK(max_rel_err(opt(in).tensor(), net(in)) <= 1e-4);
+    CHECK(golden::max_rel_err(opt(in).tensor(), net(in)) <= 1e-4);
   }
   CHECK(opt.graph().plans_built() == 1);
 }
@@ -66,7 +58,7 @@ TEST_CASE("optimize on ResNet-18 with dynamic batch and image size: equal to eag
   const tmod::TracedModule opt = tmod::optimize(t, all_passes);
   for (const tmod::Shape& s : {tmod::Shape{3, 3, 32, 32}, tmod::Shape{1, 3, 48, 40}}) {
     const tmod::Tensor in = tmod::randn(s);
-    CHECK(max_rel_err(opt(in).tensor(), net(in)) <= 1e-4);
+    CHECK(golden::max_rel_err(opt(in).tensor(), net(in)) <= 1e-4);
   }
 }
 

@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include <golden.hpp>
+
 #include "serialize/edit_file.hpp"
 
 #include <algorithm>
@@ -20,16 +22,6 @@ namespace tmod_test_serialize_dynamic_shapes {
 namespace {
 
 namespace tmod = tracemod;
-
-double max_rel_err(const tmod::Tensor& a, const tmod::Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const auto x = a.values<float>();
-  const auto y = b.values<float>();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i)
-    m = std::max(m, std::abs(double(x[i]) - y[i]) / std::max(1.0, std::abs(double(y[i]))));
-  return m;
-}
 
 std::string output_dims(const tmod::TracedModule& t) {
   return static_cast<const tmod::graph::TensorNode*>(t.graph().outputs()[0])->shape_text();
@@ -53,7 +45,7 @@ TEST_CASE("save -> load keeps dynamic dims: ResNet-18, plain and optimized, runs
     CHECK(output_dims(back) == "(N, 10)");
     for (const tmod::Shape& s : {tmod::Shape{3, 3, 32, 32}, tmod::Shape{1, 3, 40, 48}}) {
       const tmod::Tensor in = tmod::randn(s);
-      CHECK(max_rel_err(back(in).tensor(), net(in)) <= 1e-4);
+      CHECK(golden::max_rel_err(back(in).tensor(), net(in)) <= 1e-4);
     }
   }
   std::filesystem::remove(path);
