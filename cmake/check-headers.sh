@@ -77,21 +77,24 @@ reach() {  # reach <header> <head|any>: every header it includes, directly or no
 for hub in "${hubs[@]}"; do reach "$hub" any > "$(stem "$hub").closure"; done
 all_alone=${#alone[@]}
 
-# Only what changed (TRACEMOD_CHECK_HEADERS_SINCE=<git revision>, set by cmake/tracemod.sh test to the
-# tag headers-checked): a header is checked alone when it, or a header it reaches through any
-# include, differs from that revision (or is new); the others compile as they did there. The
-# all-headers unit is compiled in any case. Unset, or a revision git cannot resolve: every header.
-since=${TRACEMOD_CHECK_HEADERS_SINCE:-}
-if [ -n "$since" ] && git -C "$include_dir" rev-parse -q --verify "$since^{commit}" >/dev/null 2>&1; then
-  { git -C "$include_dir" diff --name-only --relative "$since" -- . 
-    git -C "$include_dir" ls-files --others --exclude-standard -- .; } | sort -u > "$work/changed"
+# Only what changed (TRACEMOD_CHECK_HEADERS_RECORD=<file>, set by cmake/tracemod.sh test to
+# cmake/headers-checked.sums): the record lists, as sha256sum prints them, the headers that passed
+# this check. A header is checked alone when it, or a header it reaches through any include, is not
+# in the record with its present content (or is new); the others compile as they did when recorded.
+# The all-headers unit is compiled in any case. Unset, or a missing file: every header.
+# TRACEMOD_CHECK_HEADERS_WRITE=<file>: when the check passes, every header it covers has now passed
+# (alone, or unchanged since it was recorded), so their sums are written there.
+header_sums() { (cd "$include_dir" && sha256sum "${headers[@]}"); }
+record=${TRACEMOD_CHECK_HEADERS_RECORD:-}
+if [ -n "$record" ] && [ -f "$record" ]; then
+  header_sums | grep -vxF -f "$record" | sed 's/^[0-9a-f]*  //' > "$work/changed" || true
   changed_alone=()
   for rel in "${alone[@]}"; do
     if grep -qxF "$rel" "$work/changed" || reach "$rel" any | grep -qxF -f "$work/changed"; then
       changed_alone+=("$rel")
     fi
   done
-  echo "headers changed since $since: $(wc -l < "$work/changed"); checking the ${#changed_alone[@]} of ${#alone[@]} that reach them"
+  echo "headers not in ${record##*/} as they are: $(wc -l < "$work/changed"); checking the ${#changed_alone[@]} of ${#alone[@]} that reach them"
   alone=("${changed_alone[@]}")
 fi
 
@@ -186,3 +189,4 @@ fi
 # A failure is recorded in a .failed file (xargs' own status says nothing about which check failed).
 if compgen -G "$work/*.failed" >/dev/null; then exit 1; fi
 echo "$summary"
+[ -z "${TRACEMOD_CHECK_HEADERS_WRITE:-}" ] || header_sums > "$TRACEMOD_CHECK_HEADERS_WRITE"
