@@ -7,6 +7,8 @@
 #                            UndefinedBehaviorSanitizer, and the libFuzzer targets for 30 s;
 #                            docs/build.md lists what each part costs
 #   cmake/tracemod.sh bench  builds and runs the benchmarks (extra arguments go to Google Benchmark)
+#   cmake/tracemod.sh zoo [model ...]  exports torchvision's families with PyTorch and checks their
+#                            ONNX import against PyTorch's outputs (docs/onnx.md, "The model zoo")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +32,7 @@ jobs=$(nproc)
 
 fuzz_packages=(clang-14 libclang-rt-14-dev)  # libFuzzer and the sanitizer runtimes of clang 14
 test_packages=(python3)  # test_graph reads the profiler's Chrome trace back with json.tool
+zoo_packages=(python3-torch python3-torchvision)  # the zoo's exports (tests/reference/zoo_export.py)
 
 # run_fuzzer <target> <seconds> <corpus dir> <seed dirs...>: one libFuzzer run, its output in
 # build/fuzz/<target>.log and its exit status in build/fuzz/<target>.status.
@@ -160,13 +163,25 @@ case "${1:-}" in
     shift
     ./build/release/bench/tracemod_bench "$@"
     ;;
+  zoo)  # zoo [model ...]: every model of tests/reference/zoo_export.py, or the named ones
+    packages+=("${zoo_packages[@]}")
+    install_missing
+    configure build/release -DCMAKE_BUILD_TYPE=Release -DTRACEMOD_QUICK_EXAMPLES=OFF
+    cmake --build build/release -j "$jobs" --target tracemod_zoo
+    shift
+    /usr/bin/python3 tests/reference/zoo_export.py build/zoo "$@"
+    mapfile -t models < <(/usr/bin/python3 -c 'import sys; sys.path.insert(0, "tests/reference"); import zoo_export; print("\n".join(sys.argv[1:] or zoo_export.MODELS))' "$@")
+    echo "| model | imported | rel err | optimize() | save → load | ONNX export → import | ms, 1 thread |"
+    echo "|---|---|---|---|---|---|---|"
+    ./build/release/bench/tracemod_zoo "${models[@]/#/build/zoo/}"
+    ;;
   fuzz)  # fuzz [seconds, default 60]: the libFuzzer targets of tests/fuzz, ASan + UBSan (see run_fuzzers)
     packages+=("${fuzz_packages[@]}")
     install_missing
     run_fuzzers "${2:-60}"
     ;;
   *)
-    echo "usage: cmake/tracemod.sh demo|test|bench [benchmark args]|fuzz [seconds]" >&2
+    echo "usage: cmake/tracemod.sh demo|test|bench [benchmark args]|zoo [model ...]|fuzz [seconds]" >&2
     exit 2
     ;;
 esac
