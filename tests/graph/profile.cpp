@@ -223,8 +223,19 @@ TEST_CASE("profile, summary and the Chrome trace refuse bad input and change not
   CHECK(values(t(x)) == before);
   const tmod::profile_result p = tmod::profile(t, {x}, {.runs = 1});
   const std::filesystem::path missing = std::filesystem::temp_directory_path() / "tmod_no_such_dir" / "trace.json";
-  CHECK_THROWS_AS(p.save_chrome_trace(missing.string()), tmod::value_error);
+  CHECK_THROWS_AS(p.save_chrome_trace(missing.string()), tmod::format_error);
   CHECK(!std::filesystem::exists(missing));
+  // A write that fails part way (a full disk, injected) leaves the existing file as it was.
+  const std::filesystem::path kept = std::filesystem::temp_directory_path() / "tmod_profile_kept_trace.json";
+  { std::ofstream(kept) << "previous trace\n"; }
+  tmod::io::testing::fail_after_writes = 0;
+  CHECK_THROWS_AS(p.save_chrome_trace(kept.string()), tmod::format_error);
+  tmod::io::testing::fail_after_writes = -1;
+  std::ifstream in(kept);
+  std::string line;
+  std::getline(in, line);
+  CHECK(line == "previous trace");
+  std::filesystem::remove(kept);
 }
 
 }  // namespace tmod_test_graph_profile

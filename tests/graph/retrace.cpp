@@ -2,6 +2,7 @@
 // graph is a copy of its own, nested under the new traced module (MegEngine's re-tracing of a
 // TracedModule, test_trace_module.py's nested cases).
 #include "graph_test.hpp"
+#include "retrace_models.hpp"
 
 #include <tracemod/passes.hpp>
 
@@ -27,24 +28,7 @@ std::string error_of(F&& f) {
 
 }  // namespace
 
-/// conv -> bn -> relu: a user module inside the backbone.
-struct Stem : tmod::Module {
-  M::Conv2d conv{3, 4, 3, {.padding = 1}};
-  M::BatchNorm2d bn{4};
-  TM_MODULE(Stem, conv, bn)
-  auto forward(const auto& x) const { return F::relu(bn(conv(x))); }
-};
-
-/// The backbone that is traced first: a nested user module, a builtin and a residual add.
-struct Backbone : tmod::Module {
-  Stem stem;
-  M::Conv2d conv{4, 4, 1};
-  TM_MODULE(Backbone, stem, conv)
-  auto forward(const auto& x) const {
-    auto y = stem(x);
-    return conv(y) + y;
-  }
-};
+using retrace_models::Backbone;
 
 /// A new net around a traced backbone: pre-processing, the backbone, a head.
 struct Net : tmod::Module {

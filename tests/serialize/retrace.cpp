@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include "retrace_models.hpp"
+
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -21,22 +23,7 @@ namespace tmod = tracemod;
 namespace F = tracemod::functional;
 namespace M = tracemod::nn;
 
-struct Stem : tmod::Module {
-  M::Conv2d conv{3, 4, 3, {.padding = 1}};
-  M::BatchNorm2d bn{4};
-  TM_MODULE(Stem, conv, bn)
-  auto forward(const auto& x) const { return F::relu(bn(conv(x))); }
-};
-
-struct Backbone : tmod::Module {
-  Stem stem;
-  M::Conv2d conv{4, 4, 1};
-  TM_MODULE(Backbone, stem, conv)
-  auto forward(const auto& x) const {
-    auto y = stem(x);
-    return conv(y) + y;
-  }
-};
+using retrace_models::Backbone;
 
 /// Pre-processing, the loaded backbone, a head.
 struct Net : tmod::Module {

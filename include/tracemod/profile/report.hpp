@@ -3,13 +3,13 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
+#include <tracemod/io/atomic_file.hpp>
 #include <tracemod/profile/format.hpp>
 #include <tracemod/profile/profiler.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -95,10 +95,9 @@ inline void profile_result::save_chrome_trace(const std::string& path) const {
                                 {"gflops_per_s", e.gflops()}, {"gb_per_s", e.gbps()}, {"of_peak", of_peak(e)}}}});
   }
   const nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw value_error("save_chrome_trace: cannot open '" + path + "' for writing");
-  out << doc.dump(1) << "\n";
-  if (!out) throw value_error("save_chrome_trace: writing '" + path + "' failed");
+  const std::string text = doc.dump(1) + "\n";
+  // As tmod::save: a failed write leaves an existing file as it was.
+  io::write_file_atomically(path, "save_chrome_trace", [&](io::AtomicFile& f) { f.write(text.data(), text.size()); });
 }
 
 }  // namespace tracemod
