@@ -95,7 +95,7 @@ TEST_CASE("onnx import: Pad's attribute form (opset 10) and all-zero pads") {
   auto* pads = node->add_attribute();
   pads->set_name("pads");
   pads->set_type(proto::AttributeProto::INTS);
-  for (std::int64_t v : {0, 0, 3, 1, 0, 0, 0, 2}) pads->add_ints(v);  // (N, C, H, W) begins, then ends
+  for (std::int64_t v : {0, 0, 1, 2, 0, 0, 3, 0}) pads->add_ints(v);  // (N, C, H, W) begins, then ends
   auto* value = node->add_attribute();
   value->set_name("value");
   value->set_type(proto::AttributeProto::FLOAT);

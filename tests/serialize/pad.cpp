@@ -40,7 +40,7 @@ std::string text(const tmod::TracedModule& m) {
   return os.str();
 }
 
-/// Each mode once, then a pooling that counts the padding: (N, C, H, W) -> (N, C, H + 2, W + 4).
+/// Each mode once, then a pooling that counts the padding: (N, C, H, W) -> (N, C, H + 2, W + 5).
 struct Padded : tmod::Module {
   TM_MODULE(Padded)
   auto forward(const auto& x) const {
@@ -67,7 +67,7 @@ std::string output_dims(const tmod::TracedModule& t) {
 TEST_CASE("trace: pad prints as PyTorch's call and runs as traced, typed and loaded") {
   Padded net;
   const Tensor eager = net.forward(input);
-  CHECK(eager.shape() == tmod::Shape{2, 3, 7, 10});
+  CHECK(eager.shape() == tmod::Shape{2, 3, 7, 11});
   const tmod::TracedModule m = tmod::trace_module(net, input);
   const std::string printed = text(m);
   CAPTURE(printed);
@@ -90,16 +90,16 @@ TEST_CASE("trace: pad with dynamic dims adds its pads to the symbolic extents") 
   CHECK(output_dims(p) == "(N, 3, H+2, W+2)");
   Padded net;
   const tmod::TracedModule m = tmod::trace_module(net, input, dynamic);
-  CHECK(output_dims(m) == "(N, 3, H+2, W+4)");
+  CHECK(output_dims(m) == "(N, 3, H+2, W+5)");
   const tmod::TracedModule loaded = round_trip(m);
-  CHECK(output_dims(loaded) == "(N, 3, H+2, W+4)");
+  CHECK(output_dims(loaded) == "(N, 3, H+2, W+5)");
   for (const tmod::Shape& s : {tmod::Shape{1, 3, 4, 4}, tmod::Shape{3, 3, 9, 7}}) {
     CAPTURE(s.to_string());
     const Tensor x = tmod::uniform(s, -1.f, 1.f, 52);
     CHECK(same_bits(loaded(x).tensor(), net.forward(x)));
   }
-  // reflect's pads must stay below the extent at run time: 2 is not below W = 2
-  CHECK_THROWS_AS((void)loaded(tmod::zeros({1, 3, 4, 2})), tmod::shape_error);
+  // reflect's pads must stay below the extent at run time: 2 is not below H + 2 = 2
+  CHECK_THROWS_AS((void)loaded(tmod::zeros({1, 3, 0, 3})), tmod::shape_error);
 }
 
 }  // namespace tmod_test_serialize_pad
