@@ -9,6 +9,7 @@
 #include <tracemod/functional/indexing.hpp>
 #include <tracemod/functional/linalg.hpp>
 #include <tracemod/functional/normalization.hpp>
+#include <tracemod/functional/pad.hpp>
 #include <tracemod/functional/pooling.hpp>
 #include <tracemod/functional/power.hpp>
 #include <tracemod/functional/shape_ops.hpp>

@@ -73,6 +73,14 @@ class Args {
     return x;
   }
 
+  /// A string, written as Python's repr ('reflect').
+  [[nodiscard]] std::string text(std::string_view key, std::string fallback) {
+    const std::string* v = find(key);
+    if (!v) return fallback;
+    if (v->size() < 2 || v->front() != '\'' || v->back() != '\'') throw bad(key, *v, "a quoted string");
+    return v->substr(1, v->size() - 2);
+  }
+
   /// A list of integers the op cannot do without (reshape's target_shape, transpose's pattern).
   [[nodiscard]] F::int_list required_list(std::string_view key) {
     const std::string* v = find(key);

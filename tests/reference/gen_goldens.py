@@ -401,6 +401,37 @@ def shape_ops(w):
         w.write(c, xs, {"out": torch.cat(xs, axis)}, {"axis": axis})
 
 
+def pad(w):
+    # (name, shape, pad, mode, value): PyTorch's pad list, pairs from the last axis backwards
+    cases = [
+        ("2x3x4x5_w_constant", (2, 3, 4, 5), (1, 2), "constant", 0.0),
+        ("2x3x4x5_hw_constant", (2, 3, 4, 5), (1, 1, 2, 2), "constant", 0.0),
+        ("2x3x4x5_hw_constant_1.5", (2, 3, 4, 5), (2, 1, 0, 3), "constant", 1.5),
+        ("2x3x4x5_chw_constant_1.5", (2, 3, 4, 5), (1, 0, 0, 1, 2, 1), "constant", 1.5),
+        ("2x3x4x5_w_reflect", (2, 3, 4, 5), (2, 3), "reflect", 0.0),
+        ("2x3x4x5_hw_reflect", (2, 3, 4, 5), (1, 1, 3, 2), "reflect", 0.0),
+        ("2x3x4x5_hw_reflect_asym", (2, 3, 4, 5), (4, 0, 0, 3), "reflect", 0.0),
+        ("2x3x7_constant_1.5", (2, 3, 7), (3, 1), "constant", 1.5),
+        ("2x3x7_reflect", (2, 3, 7), (6, 2), "reflect", 0.0),
+        ("2x3x7_crop", (2, 3, 7), (-2, 1, 1, -1), "constant", 0.0),
+        ("2x3x4x5_hw_replicate", (2, 3, 4, 5), (2, 3, 1, 4), "replicate", 0.0),
+    ]
+    for name, shape, pads, mode, value in cases:
+        c = Case("pad", name)
+        x = c.randn(*shape)
+        kwargs = {"pad": pads}
+        if mode != "constant":
+            kwargs["mode"] = mode
+        if value != 0.0:
+            kwargs["value"] = value
+        if mode == "constant":
+            out = F.pad(*f64(x), pads, mode=mode, value=value)
+        else:  # torch pads the last two axes of a 4-D input in these modes: W alone is (l, r, 0, 0)
+            full = pads + (0, 0) if x.dim() == 4 and len(pads) == 2 else pads
+            out = F.pad(*f64(x), full, mode=mode)
+        w.write(c, [x], {"out": out}, kwargs)
+
+
 # --- numpy's own .npy files --------------------------------------------------------------------
 
 def npy_samples(root):
@@ -443,7 +474,7 @@ def main():
     DATA.mkdir(parents=True, exist_ok=True)
     w = Writer(DATA)
     torch.set_grad_enabled(False)
-    for section in (elementwise, matmul, linear, conv2d, batch_norm, pooling, softmax, shape_ops):
+    for section in (elementwise, matmul, linear, conv2d, batch_norm, pooling, softmax, shape_ops, pad):
         section(w)
     w.finish()
     npy_samples(DATA / "npy")

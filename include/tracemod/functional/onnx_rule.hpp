@@ -53,7 +53,7 @@ struct onnx_call {
 };
 
 /// The value of an ONNX attribute a rule writes.
-using onnx_attribute_value = std::variant<std::int64_t, double, std::vector<std::int64_t>>;
+using onnx_attribute_value = std::variant<std::int64_t, double, std::vector<std::int64_t>, std::string>;
 struct onnx_attribute {
   std::string name;
   onnx_attribute_value value;

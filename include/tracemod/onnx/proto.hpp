@@ -277,6 +277,12 @@ inline void set_attr(proto::NodeProto& n, const std::string& name, const std::ve
   a->set_type(proto::AttributeProto::INTS);
   for (std::int64_t x : v) a->add_ints(x);
 }
+inline void set_attr(proto::NodeProto& n, const std::string& name, const std::string& v) {
+  proto::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(proto::AttributeProto::STRING);
+  a->set_s(v);
+}
 
 // ---- files -----------------------------------------------------------------------------------------
 
