@@ -211,8 +211,10 @@ template <class Op, std::size_t I>
 struct positional_arg<Op, I, int_list> {
   int_list value;
 
-  template <class U>
-  positional_arg(const U& v) : value(to_field<Op, I, int_list>(v)) {}  // NOLINT(google-explicit-constructor)
+  // No constructor template: g++ 12 matches a designated-initialiser list such as {.keepdims = true}
+  // against one by position, which would make the call ambiguous with the params struct when the
+  // int_list field is optional (the reductions' axis).
+  positional_arg(const int_list& v) : value(v) {}  // NOLINT(google-explicit-constructor)
   positional_arg(std::initializer_list<std::int64_t> v) : value(v) {}
 };
 
