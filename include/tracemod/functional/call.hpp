@@ -10,8 +10,9 @@
 // keyword-only fields never take a positional argument; `required` fields (pooling's kernel_size,
 // reshape's target_shape) must be given positionally. Each positional value converts to its field's
 // type: an integer to int64 or to a (h, w) pair, {h, w} to a pair, bool only to bool, a number to
-// double, a string literal or view to a string, tmod::none or a value to an optional, {a, b, ...} to an int_list. Anything else is one
-// static_assert; an unsigned value beyond int64 is a value_error naming the op and the param.
+// double, a string literal or view to a string, tmod::none or a value to an optional, {a, b, ...}
+// or an int_list to an int_list. Anything else is one static_assert (for an int_list param, no
+// matching call form); an unsigned value beyond int64 is a value_error naming the op and the param.
 //
 // op.hpp includes this header at its end: op_base derives from call_forms, which needs the
 // definitions above it.
