@@ -12,6 +12,7 @@
 #include <tracemod/functional/pad.hpp>
 #include <tracemod/functional/pooling.hpp>
 #include <tracemod/functional/power.hpp>
+#include <tracemod/functional/reduce.hpp>
 #include <tracemod/functional/shape_ops.hpp>
 #include <tracemod/functional/softmax.hpp>
 #include <tracemod/functional/stack.hpp>

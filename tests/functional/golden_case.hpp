@@ -102,6 +102,12 @@ class Args {
     return list;
   }
 
+  /// A list of integers with a default (the reductions' axis), nullopt when the case gives none.
+  [[nodiscard]] std::optional<F::int_list> optional_list(std::string_view key) {
+    if (!params_.contains(key)) return std::nullopt;
+    return required_list(key);
+  }
+
   /// A pair the op cannot do without (pooling's kernel_size).
   [[nodiscard]] F::pair2 required_pair(std::string_view key) {
     const std::optional<F::pair2> p = optional_pair(key);

@@ -432,6 +432,52 @@ def pad(w):
         w.write(c, [x], {"out": out}, kwargs)
 
 
+# --- reductions --------------------------------------------------------------------------------
+
+def reductions(w):
+    # (name, shape, axis or None for all axes, keepdims); the same cases for sum, mean, max, min
+    cases = [
+        ("2x3x4x5_a1", (2, 3, 4, 5), (1,), False),
+        ("2x3x4x5_a1_keep", (2, 3, 4, 5), (1,), True),
+        ("2x3x4x5_a-1", (2, 3, 4, 5), (-1,), False),
+        ("2x3x4x5_a-1_keep", (2, 3, 4, 5), (-1,), True),
+        ("2x3x4x5_a23", (2, 3, 4, 5), (2, 3), False),
+        ("2x3x4x5_a23_keep", (2, 3, 4, 5), (2, 3), True),
+        ("2x3x4x5_a02", (2, 3, 4, 5), (0, 2), False),
+        ("2x3x4x5_a3-4_keep", (2, 3, 4, 5), (3, -4), True),
+        ("2x3x4x5_all", (2, 3, 4, 5), None, False),
+        ("2x3x4x5_all_keep", (2, 3, 4, 5), None, True),
+        ("7x13_a0", (7, 13), (0,), False),
+        ("1x17x1_a-2_keep", (1, 17, 1), (-2,), True),
+        ("2x300_a1", (2, 300), (1,), False),
+    ]
+    ops = {
+        "sum": lambda x, dim, keep: x.sum(dim=dim, keepdim=keep) if dim else (x.sum().reshape([1] * x.dim()) if keep else x.sum()),
+        "mean": lambda x, dim, keep: x.mean(dim=dim, keepdim=keep) if dim else (x.mean().reshape([1] * x.dim()) if keep else x.mean()),
+        "max": lambda x, dim, keep: torch.amax(x, dim=dim if dim else tuple(range(x.dim())), keepdim=keep),
+        "min": lambda x, dim, keep: torch.amin(x, dim=dim if dim else tuple(range(x.dim())), keepdim=keep),
+    }
+    for op, f in ops.items():
+        for name, shape, axis, keep in cases:
+            c = Case(op, name)
+            x = c.randn(*shape, scale=3.0)
+            params = {} if axis is None else {"axis": axis}
+            if keep:
+                params["keepdims"] = True
+            out = f(*f64(x), list(axis) if axis else None, keep)
+            w.write(c, [x], {"out": out}, params)
+            if out.dim() == 0:  # save() writes a 0-d array as 1-d (np.ascontiguousarray); the result is a scalar
+                np.save(w.root / op / f"{name}.out.npy", out.to(torch.float32).numpy())
+    for op, f in (("sum", ops["sum"]), ("mean", ops["mean"])):  # an empty reduction: 0 and NaN
+        for name, shape, axis in (("0x5_a0", (0, 5), (0,)), ("3x0x2_a1", (3, 0, 2), (1,))):
+            c = Case(op, name)
+            x = c.randn(*shape)
+            w.write(c, [x], {"out": f(*f64(x), list(axis), False)}, {"axis": axis})
+    c = Case("max", "0x5_a1")  # a kept empty axis: an empty result, no empty set reduced
+    x = c.randn(0, 5)
+    w.write(c, [x], {"out": torch.amax(x, dim=1)}, {"axis": (1,)})
+
+
 # --- numpy's own .npy files --------------------------------------------------------------------
 
 def npy_samples(root):
@@ -474,7 +520,7 @@ def main():
     DATA.mkdir(parents=True, exist_ok=True)
     w = Writer(DATA)
     torch.set_grad_enabled(False)
-    for section in (elementwise, matmul, linear, conv2d, batch_norm, pooling, softmax, shape_ops, pad):
+    for section in (elementwise, matmul, linear, conv2d, batch_norm, pooling, softmax, shape_ops, pad, reductions):
         section(w)
     w.finish()
     npy_samples(DATA / "npy")

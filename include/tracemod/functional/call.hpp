@@ -10,8 +10,9 @@
 // keyword-only fields never take a positional argument; `required` fields (pooling's kernel_size,
 // reshape's target_shape) must be given positionally. Each positional value converts to its field's
 // type: an integer to int64 or to a (h, w) pair, {h, w} to a pair, bool only to bool, a number to
-// double, a string literal or view to a string, tmod::none or a value to an optional, {a, b, ...} to an int_list. Anything else is one
-// static_assert; an unsigned value beyond int64 is a value_error naming the op and the param.
+// double, a string literal or view to a string, tmod::none or a value to an optional, {a, b, ...}
+// or an int_list to an int_list. Anything else is one static_assert (for an int_list param, no
+// matching call form); an unsigned value beyond int64 is a value_error naming the op and the param.
 //
 // op.hpp includes this header at its end: op_base derives from call_forms, which needs the
 // definitions above it.
@@ -211,8 +212,10 @@ template <class Op, std::size_t I>
 struct positional_arg<Op, I, int_list> {
   int_list value;
 
-  template <class U>
-  positional_arg(const U& v) : value(to_field<Op, I, int_list>(v)) {}  // NOLINT(google-explicit-constructor)
+  // No constructor template: g++ 12 matches a designated-initialiser list such as {.keepdims = true}
+  // against one by position, which would make the call ambiguous with the params struct when the
+  // int_list field is optional (the reductions' axis).
+  positional_arg(const int_list& v) : value(v) {}  // NOLINT(google-explicit-constructor)
   positional_arg(std::initializer_list<std::int64_t> v) : value(v) {}
 };
 
