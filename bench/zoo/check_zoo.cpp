@@ -39,7 +39,8 @@ std::string short_message(const std::string& what) {
 }
 
 // An import refusal as the ONNX op types it names and how often ("Pad x2, Shape x5"), else its
-// first line. Each problem is a line "  node 'name' (OpType): why" or "  node #i (OpType): why".
+// first line. Each problem is a line "  node 'name' (OpType): why" or "  node #i (OpType): why";
+// a problem that is not a node's (an input's, an output's) is shown as it is.
 std::string refusal(const std::string& what) {
   std::map<std::string, int> ops;
   std::istringstream lines(what);
@@ -47,8 +48,12 @@ std::string refusal(const std::string& what) {
   std::getline(lines, line);
   while (std::getline(lines, line)) {
     const std::size_t open = line.find(" ("), close = line.find("):");
-    if (open == std::string::npos || close == std::string::npos || close < open) return short_message(what);
-    ++ops[line.substr(open + 2, close - open - 2)];
+    if (open != std::string::npos && close != std::string::npos && open < close) {
+      ++ops[line.substr(open + 2, close - open - 2)];
+    } else {  // not a node: an input or output the import cannot hold, named as the message names it
+      const std::size_t start = line.find_first_not_of(' ');
+      ++ops[short_message(line.substr(start == std::string::npos ? 0 : start))];
+    }
   }
   if (ops.empty()) return short_message(what);
   std::string out;
