@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+#include "serialize/round_trip.hpp"
+
 #include <cstring>
 #include <span>
 #include <sstream>
@@ -26,22 +28,9 @@ namespace F = tracemod::functional;
 namespace M = tracemod::nn;
 using tmod::Tensor;
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data<float>(), b.data<float>(), a.nbytes()) == 0;
-}
-
-tmod::TracedModule round_trip(const tmod::TracedModule& m) {
-  std::ostringstream os;
-  tmod::save(m, os);
-  const std::string bytes = os.str();
-  return tmod::load(std::as_bytes(std::span(bytes.data(), bytes.size())));
-}
-
-std::string text(const tmod::TracedModule& m) {
-  std::ostringstream os;
-  os << m.graph();
-  return os.str();
-}
+using serialize_test::round_trip;
+using serialize_test::same_bits;
+using serialize_test::text;
 
 /// Function calls of every activation, the fusable ones chained (no product feeds an addition, so
 /// fused and unfused evaluation give the same bits).

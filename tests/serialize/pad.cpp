@@ -10,6 +10,8 @@
 
 #include <doctest/doctest.h>
 
+#include "serialize/round_trip.hpp"
+
 #include <cstring>
 #include <span>
 #include <sstream>
@@ -23,22 +25,9 @@ namespace tmod = tracemod;
 namespace F = tracemod::functional;
 using tmod::Tensor;
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data<float>(), b.data<float>(), a.nbytes()) == 0;
-}
-
-tmod::TracedModule round_trip(const tmod::TracedModule& m) {
-  std::ostringstream os;
-  tmod::save(m, os);
-  const std::string bytes = os.str();
-  return tmod::load(std::as_bytes(std::span(bytes.data(), bytes.size())));
-}
-
-std::string text(const tmod::TracedModule& m) {
-  std::ostringstream os;
-  os << m.graph();
-  return os.str();
-}
+using serialize_test::round_trip;
+using serialize_test::same_bits;
+using serialize_test::text;
 
 /// Each mode once, then a pooling that counts the padding: (N, C, H, W) -> (N, C, H + 2, W + 5).
 struct Padded : tmod::Module {

@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include "serialize/round_trip.hpp"
+
 #include <cstring>
 #include <span>
 #include <sstream>
@@ -22,22 +24,9 @@ namespace tmod = tracemod;
 namespace F = tracemod::functional;
 using tmod::Tensor;
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data<float>(), b.data<float>(), a.nbytes()) == 0;
-}
-
-tmod::TracedModule round_trip(const tmod::TracedModule& m) {
-  std::ostringstream os;
-  tmod::save(m, os);
-  const std::string bytes = os.str();
-  return tmod::load(std::as_bytes(std::span(bytes.data(), bytes.size())));
-}
-
-std::string text(const tmod::TracedModule& m) {
-  std::ostringstream os;
-  os << m.graph();
-  return os.str();
-}
+using serialize_test::round_trip;
+using serialize_test::same_bits;
+using serialize_test::text;
 
 /// Every reduction: a mean over H and W kept as (N, C, 1, 1) centres x; then sum, max and min over
 /// W (one with a negative axis), and a mean over the channels.
