@@ -46,6 +46,9 @@ def classifier(name):
     if name in ("googlenet", "inception_v3"):
         kwargs.update(aux_logits=False, init_weights=True)
     net = getattr(torchvision.models, name)(**kwargs)
+    for m in net.modules():  # ViT starts its head at zero: every output would be 0
+        if isinstance(m, torch.nn.Linear) and not m.weight.any():
+            torch.nn.init.normal_(m.weight, std=0.02)
     size = 299 if name == "inception_v3" else 224
     batch_norms = [m for m in net.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     if batch_norms:

@@ -386,7 +386,9 @@ struct getitem_fn : op_base<getitem_fn> {
   static void onnx_export(onnx_export_context& cx, const params& p);
   /// Slice, its bounds and steps known at import time.
   static std::vector<onnx_import_rule> onnx_imports() {
-    return {{"Slice", {"starts", "ends", "axes"}, {1, 2, 3, 4}, &import_slice}};
+    return {{"Slice", {"starts", "ends", "axes"}, {1, 2, 3, 4}, &import_slice},
+            {"Gather", {"axis"}, {1}, &import_gather},
+            {"Split", {"axis", "split", "num_outputs"}, {1}, &import_split}};
   }
 
  private:
@@ -402,6 +404,18 @@ struct getitem_fn : op_base<getitem_fn> {
     }
   }
   static void import_slice(onnx_import_context& cx);
+  /// Gather with indices known at import time: a scalar index is an integer item, a vector of
+  /// indices in steps of one sign a slice, other indices unit slices joined by concat.
+  static void import_gather(onnx_import_context& cx);
+  /// Split: one slice per output along the axis.
+  static void import_split(onnx_import_context& cx);
+  /// x[:, ..., item] with `item` on axis `axis` of a rank-`rank` tensor.
+  static params on_axis(std::size_t axis, std::size_t rank, index_item item) {
+    params p;
+    p.index.items.assign(rank, all);
+    p.index.items[axis] = std::move(item);
+    return p;
+  }
 };
 inline constexpr getitem_fn getitem{};
 TRACEMOD_REGISTER_BUILTIN_OP(getitem_fn);
@@ -474,6 +488,82 @@ inline void getitem_fn::import_slice(onnx_import_context& cx) {
     p.index.items[a] = slice(starts[i], ends[i], steps[i]);
   }
   cx.bind(cx.call<getitem_fn>(p, x));
+}
+
+inline void getitem_fn::import_gather(onnx_import_context& cx) {
+  const onnx_value x = cx.tensor(0);
+  const Shape& s = cx.shape(x);
+  const std::size_t axis = normalize_axis(cx.attr_int("axis", 0), s.rank(), cx.op_type());
+  const std::int64_t extent = s[axis];
+  std::vector<std::int64_t> idx = cx.integers(1, "indices");
+  const Shape idx_shape = cx.static_shape(1, "indices");
+  for (std::int64_t& i : idx) {
+    if (i < -extent || i >= extent)
+      cx.unsupported("index " + std::to_string(i) + " is out of range for axis " + std::to_string(axis) + " of " + s.to_string());
+    if (i < 0) i += extent;
+  }
+  if (idx_shape.rank() == 0) {
+    cx.bind(cx.call<getitem_fn>(on_axis(axis, s.rank(), idx[0]), x));
+    return;
+  }
+  const std::int64_t step = idx.size() > 1 ? idx[1] - idx[0] : 1;
+  bool progression = idx_shape.rank() == 1 && !idx.empty() && step != 0;
+  for (std::size_t k = 1; progression && k < idx.size(); ++k) progression = idx[k] - idx[k - 1] == step;
+  if (progression) {
+    const std::int64_t last = idx.back();
+    slice every;  // idx[0]::step up to last; a negative step down to index 0 has no stop
+    every.start = idx[0];
+    every.stop = step > 0 || last + step >= 0 ? std::optional(last + step) : std::nullopt;
+    every.step = step;
+    cx.bind(cx.call<getitem_fn>(on_axis(axis, s.rank(), every), x));
+    return;
+  }
+  // Any other indices: one unit slice per index, joined on the axis, then the indices' shape there.
+  constexpr std::size_t most = 64;
+  if (idx.empty() || idx.size() > most)
+    cx.unsupported("indices " + idx_shape.to_string() + " (import writes at most " + std::to_string(most) +
+                   " gathered slices that are not in steps of one sign)");
+  std::vector<onnx_value> parts;
+  for (std::int64_t i : idx) parts.push_back(cx.call<getitem_fn>(on_axis(axis, s.rank(), slice(i, i + 1)), x));
+  const onnx_value joined = cx.call<concat_fn>({static_cast<std::int64_t>(axis)}, std::move(parts));
+  if (idx_shape.rank() == 1) {
+    cx.bind(joined);
+    return;
+  }
+  if (s.rank() - 1 + idx_shape.rank() > Shape::max_rank)
+    cx.unsupported("indices " + idx_shape.to_string() + " into " + s.to_string() + ": a result of rank over " +
+                   std::to_string(Shape::max_rank));
+  int_list out;
+  for (std::size_t a = 0; a < s.rank(); ++a) {
+    if (a != axis) out.push_back(s[a]);
+    else
+      for (std::int64_t e : idx_shape) out.push_back(e);
+  }
+  cx.bind(cx.call<reshape_fn>({out}, joined));
+}
+
+inline void getitem_fn::import_split(onnx_import_context& cx) {
+  const onnx_value x = cx.tensor(0);
+  const Shape& s = cx.shape(x);
+  const std::size_t axis = normalize_axis(cx.attr_int("axis", 0), s.rank(), cx.op_type());
+  std::vector<std::int64_t> sizes = cx.opset() >= 13 ? (cx.has_input(1) ? cx.integers(1, "split") : std::vector<std::int64_t>{})
+                                                     : cx.attr_ints("split");
+  const int outputs = cx.output_count();
+  if (sizes.empty()) {  // equal parts, the last smaller (num_outputs, opset 18)
+    const std::int64_t part = (s[axis] + outputs - 1) / outputs;
+    for (int k = 0; k < outputs; ++k) sizes.push_back(std::clamp<std::int64_t>(s[axis] - k * part, 0, part));
+  }
+  std::int64_t total = 0;
+  for (std::int64_t n : sizes) total += n;
+  const bool negative = std::any_of(sizes.begin(), sizes.end(), [](std::int64_t n) { return n < 0; });
+  if (static_cast<int>(sizes.size()) != outputs || total != s[axis] || negative)
+    cx.unsupported("split " + ints_repr(sizes) + " into " + std::to_string(outputs) + " outputs of axis " +
+                   std::to_string(axis) + " of " + s.to_string());
+  std::int64_t at = 0;
+  for (int k = 0; k < outputs; ++k) {
+    cx.bind_output(k, cx.call<getitem_fn>(on_axis(axis, s.rank(), slice(at, at + sizes[static_cast<std::size_t>(k)])), x));
+    at += sizes[static_cast<std::size_t>(k)];
+  }
 }
 
 }  // namespace tracemod::functional

@@ -165,6 +165,8 @@ class onnx_import_context {
   /// exactly; anything else is `unsupported`.
   virtual std::vector<std::int64_t> integers(int i, std::string_view what) = 0;
   [[nodiscard]] virtual const Shape& shape(onnx_value v) const = 0;
+  /// The shape of input i, which must be known at import time (an index tensor's rank).
+  virtual Shape static_shape(int i, std::string_view what) = 0;
 
   [[nodiscard]] virtual bool has_attr(std::string_view name) const = 0;
   [[nodiscard]] virtual std::int64_t attr_int(std::string_view name, std::int64_t fallback) const = 0;
@@ -189,8 +191,13 @@ class onnx_import_context {
 
   /// Records a call of the registered op `target` with operands and params in canonical order.
   virtual onnx_value call(std::string_view target, std::vector<onnx_arg> operands, std::vector<Value> params) = 0;
-  /// Makes `v` the node's first output (renamed after it unless `rename` is false).
-  virtual void bind(onnx_value v, bool rename = true) = 0;
+  /// The number of outputs the node names (an omitted optional output has the empty name).
+  [[nodiscard]] virtual int output_count() const = 0;
+  /// Makes `v` the node's output i (renamed after it unless `rename` is false); nothing for an
+  /// omitted optional output.
+  virtual void bind_output(int i, onnx_value v, bool rename = true) = 0;
+  /// Makes `v` the node's first output.
+  void bind(onnx_value v, bool rename = true) { bind_output(0, v, rename); }
 
   /// Records a call of Op with its params struct.
   template <class Op, class... A>

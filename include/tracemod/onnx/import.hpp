@@ -9,6 +9,7 @@
 #include <tracemod/core/error.hpp>
 #include <tracemod/graph/check.hpp>
 #include <tracemod/graph/graph.hpp>
+#include <tracemod/onnx/fold.hpp>
 #include <tracemod/onnx/import_table.hpp>
 #include <tracemod/onnx/importer.hpp>
 #include <tracemod/onnx/proto.hpp>
@@ -209,6 +210,37 @@ inline void check_output(const proto::ValueInfoProto& v, const graph::Node* n, c
   }
 }
 
+/// Imports every node of `pg` in order: computed at import time when fold() can, else through its
+/// import rule. What cannot be imported goes to `problems`, and the values it would have produced to
+/// `failed` (their readers are not reported again).
+inline void import_nodes(Importer& im, const proto::GraphProto& pg, std::vector<std::string>& problems,
+                         std::unordered_set<std::string>& failed) {
+  for (int index = 0; index < pg.node_size(); ++index) {
+    const proto::NodeProto& n = pg.node(index);
+    const std::string where = node_ref(n, index);
+    const std::size_t before = problems.size();
+    const bool blocked = std::any_of(n.input().begin(), n.input().end(), [&](const std::string& i) { return failed.count(i) != 0; });
+    try {
+      if (!blocked && fold(im, n)) continue;
+      const import_rule* rule = (n.domain().empty() || n.domain() == "ai.onnx") ? find_rule(n.op_type()) : nullptr;
+      if (rule == nullptr) {
+        problems.push_back(where + ": op " + (n.domain().empty() ? "" : n.domain() + ".") + n.op_type());
+      } else {
+        for (const proto::AttributeProto& a : n.attribute())
+          if (std::find(rule->attributes.begin(), rule->attributes.end(), a.name()) == rule->attributes.end())
+            problems.push_back(where + ": attribute '" + a.name() + "'");
+      }
+      if (problems.size() == before && !blocked) rule->convert(im, n);
+    } catch (const format_error& e) {
+      throw format_error("onnx import: " + where + ": " + e.what());
+    } catch (const error& e) {
+      problems.push_back(where + ": " + e.what());
+    }
+    if (problems.size() != before || blocked)
+      for (const std::string& o : n.output()) failed.insert(o);
+  }
+}
+
 }  // namespace detail
 
 /// The graph inputs that import reads at import time (a Reshape's shape, Clip's bounds, ...): bind
@@ -278,31 +310,7 @@ inline void check_output(const proto::ValueInfoProto& v, const graph::Node* n, c
     im.bind(v.name(), in, false);
   }
 
-  for (int index = 0; index < pg.node_size(); ++index) {
-    const proto::NodeProto& n = pg.node(index);
-    const std::string where = node_ref(n, index);
-    const std::size_t before = problems.size();
-    const import_rule* rule = (n.domain().empty() || n.domain() == "ai.onnx") ? find_rule(n.op_type()) : nullptr;
-    if (rule == nullptr) {
-      problems.push_back(where + ": op " + (n.domain().empty() ? "" : n.domain() + ".") + n.op_type());
-    } else {
-      for (const proto::AttributeProto& a : n.attribute())
-        if (std::find(rule->attributes.begin(), rule->attributes.end(), a.name()) == rule->attributes.end())
-          problems.push_back(where + ": attribute '" + a.name() + "'");
-    }
-    const bool blocked = std::any_of(n.input().begin(), n.input().end(), [&](const std::string& i) { return failed.count(i) != 0; });
-    if (problems.size() == before && !blocked) {
-      try {
-        rule->convert(im, n);
-      } catch (const format_error& e) {
-        throw format_error("onnx import: " + where + ": " + e.what());
-      } catch (const error& e) {
-        problems.push_back(where + ": " + e.what());
-      }
-    }
-    if (problems.size() != before || blocked)
-      for (const std::string& o : n.output()) failed.insert(o);
-  }
+  import_nodes(im, pg, problems, failed);
 
   std::vector<graph::NodeTree> outputs;
   for (const proto::ValueInfoProto& v : pg.output()) {

@@ -120,6 +120,10 @@ class node_context final : public functional::onnx_import_context {
     return im_.integers(n_, i, what);
   }
   [[nodiscard]] const Shape& shape(functional::onnx_value v) const override { return Importer::shape(node(v)); }
+  Shape static_shape(int i, std::string_view what) override {
+    if (!has_input(i)) unsupported("input " + std::to_string(i) + " (" + std::string(what) + ") is missing");
+    return im_.static_shape(n_, i, what);
+  }
 
   [[nodiscard]] bool has_attr(std::string_view name) const override { return find_attr(n_, name) != nullptr; }
   [[nodiscard]] std::int64_t attr_int(std::string_view name, std::int64_t fallback) const override {
@@ -162,7 +166,10 @@ class node_context final : public functional::onnx_import_context {
     }
     return {im_.call(functional::op_registry::instance().at(target), args, params)};
   }
-  void bind(functional::onnx_value v, bool rename) override { im_.bind(n_.output(0), node(v), rename); }
+  [[nodiscard]] int output_count() const override { return n_.output_size(); }
+  void bind_output(int i, functional::onnx_value v, bool rename) override {
+    if (i < n_.output_size()) im_.bind(n_.output(i), node(v), rename);
+  }
 
  private:
   static graph::Node* node(functional::onnx_value v) { return static_cast<graph::Node*>(v.node); }
@@ -174,18 +181,27 @@ class node_context final : public functional::onnx_import_context {
 /// The node types that record no op: they alias or hold a value.
 inline std::vector<import_rule> structural_rules() {
   return {
-      {"Identity", {}, {}, alias},
+      {"Identity", {}, {},
+       [](Importer& im, const proto::NodeProto& n) {
+         // A computed static value stays one (a shape read later); an initializer stays one attribute.
+         if (const proto::TensorProto* t = im.static_proto(n.input(0)); t != nullptr && !im.is_initializer(n.input(0)))
+           im.add_static(n.output(0), *t, false);
+         else
+           alias(im, n);
+       }},
       {"Constant", {"value"}, {},
        [](Importer& im, const proto::NodeProto& n) {
          const proto::AttributeProto* a = find_attr(n, "value");
          if (a == nullptr) throw unsupported("a Constant without attribute 'value'");
          im.add_static(n.output(0), a->t(), false);
        }},
-      {"Dropout", {"ratio", "seed", "is_test"}, {2},
+      {"Dropout", {"ratio", "seed", "is_test"}, {1, 2},
        [](Importer& im, const proto::NodeProto& n) {
-         only_first_output(n, "Dropout's mask");
-         if (n.input_size() > 2 && !n.input(2).empty() && im.numbers(n, 2, "training_mode") != std::vector<double>{0})
-           throw unsupported("training_mode=true");
+         // The mask (output 1, all true in inference) is left unbound: a node reading it is refused.
+         // Training mode with ratio 0 (F.dropout(x, p=0.0) exports so) keeps every element too.
+         const bool training = n.input_size() > 2 && !n.input(2).empty() && im.numbers(n, 2, "training_mode") != std::vector<double>{0};
+         if (training && (n.input_size() < 2 || n.input(1).empty() || im.numbers(n, 1, "ratio") != std::vector<double>{0}))
+           throw unsupported("training_mode=true with a nonzero ratio");
          alias(im, n);
        }},
   };

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -60,8 +61,28 @@ class Importer {
     statics_[name] = {&t, initializer};
   }
   [[nodiscard]] bool is_static(const std::string& name) const { return statics_.count(name) != 0; }
+  [[nodiscard]] bool is_initializer(const std::string& name) const {
+    const auto st = statics_.find(name);
+    return st != statics_.end() && st->second.second;
+  }
+  /// A value computed at import time (fold.hpp): kept by the importer, then static like a Constant.
+  void add_folded(const std::string& name, proto::TensorProto t) {
+    folded_.push_back(std::move(t));
+    add_static(name, folded_.back(), false);
+  }
+  /// The TensorProto of a static value, or nullptr.
+  [[nodiscard]] const proto::TensorProto* static_proto(const std::string& name) const {
+    const auto st = statics_.find(name);
+    return st == statics_.end() ? nullptr : st->second.first;
+  }
+  /// The tensor node an ONNX value is bound to, or nullptr (a static value, or none).
+  [[nodiscard]] const graph::TensorNode* bound_tensor(const std::string& name) const {
+    const auto it = nodes_.find(name);
+    return it == nodes_.end() || !it->second->is_tensor() ? nullptr : static_cast<const graph::TensorNode*>(it->second);
+  }
 
   void bind(const std::string& name, graph::Node* n, bool rename = true) {
+    if (name.empty()) return;  // an optional output left out
     if (rename) g_.rename_unique(n, name);
     nodes_[name] = n;
   }
@@ -97,6 +118,11 @@ class Importer {
   /// The integers (a shape, axes) of a value known at import time; `unsupported` otherwise.
   std::vector<std::int64_t> integers(const proto::NodeProto& n, int i, std::string_view what) {
     return integers_of(static_value(n, i, what), what);
+  }
+
+  /// The shape of a value known at import time; `unsupported` otherwise.
+  Shape static_shape(const proto::NodeProto& n, int i, std::string_view what) {
+    return shape_of(static_value(n, i, what), what);
   }
 
   [[nodiscard]] static const Shape& shape(const graph::Node* n) { return static_cast<const graph::TensorNode*>(n)->shape(); }
@@ -135,6 +161,7 @@ class Importer {
   graph::Node* self_;
   std::unordered_map<std::string, graph::Node*> nodes_;
   std::unordered_map<std::string, std::pair<const proto::TensorProto*, bool>> statics_;
+  std::deque<proto::TensorProto> folded_;  // stable addresses for statics_
 };
 
 }  // namespace detail

@@ -185,7 +185,7 @@ std::vector<T> elements(const proto::TensorProto& t, const Field& field, std::si
                     " (tracemod computes in float32)");
 }
 
-/// The values of an integer or float TensorProto as int64 (shapes, axes, bounds), for the few inputs
+/// The values of an integer, bool or float TensorProto as doubles (shapes, axes, bounds), for the few inputs
 /// ONNX passes as tensors but tracemod takes as parameters.
 [[nodiscard]] inline std::vector<double> numbers_of(const proto::TensorProto& t, std::string_view where) {
   detail::require_embedded(t, where);
@@ -196,6 +196,7 @@ std::vector<T> elements(const proto::TensorProto& t, const Field& field, std::si
   switch (t.data_type()) {
     case proto::TensorProto::INT64: take(detail::elements<std::int64_t>(t, t.int64_data(), n)); break;
     case proto::TensorProto::INT32: take(detail::elements<std::int32_t>(t, t.int32_data(), n)); break;
+    case proto::TensorProto::BOOL: take(detail::elements<std::uint8_t>(t, t.int32_data(), n)); break;
     case proto::TensorProto::FLOAT: take(detail::elements<float>(t, t.float_data(), n)); break;
     case proto::TensorProto::DOUBLE: take(detail::elements<double>(t, t.double_data(), n)); break;
     default:

@@ -1,0 +1,293 @@
+// ONNX import of the shape computations exporters write (Shape -> Gather -> Unsqueeze -> Concat ->
+// Reshape, ConstantOfShape / Equal / Where / Expand, Range, Mod, ScatterND): import computes them
+// at import time, and the imported graph holds only the tensor ops. Each model is built by hand
+// with ONNX's protobuf classes as torch.onnx writes it; results are checked against loops.
+#include <tracemod/core/factories.hpp>
+#include <tracemod/onnx.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tmod_test_onnx_shape_folding {
+
+namespace {
+
+namespace tmod = tracemod;
+namespace proto = tracemod::onnx::proto;
+using tmod::Tensor;
+
+struct model_builder {
+  proto::ModelProto m;
+  proto::GraphProto& g = *m.mutable_graph();
+
+  explicit model_builder(std::int64_t opset = 13) {
+    m.set_ir_version(proto::IR_VERSION);
+    m.add_opset_import()->set_version(opset);
+    g.set_name("folding");
+  }
+  void value(proto::ValueInfoProto& v, const std::string& name, int type, const std::vector<std::int64_t>& shape) {
+    v.set_name(name);
+    proto::TypeProto_Tensor& t = *v.mutable_type()->mutable_tensor_type();
+    t.set_elem_type(type);
+    for (std::int64_t d : shape) {
+      if (d < 0) t.mutable_shape()->add_dim()->set_dim_param("batch");
+      else t.mutable_shape()->add_dim()->set_dim_value(d);
+    }
+  }
+  void input(const std::string& name, const std::vector<std::int64_t>& shape) {
+    value(*g.add_input(), name, proto::TensorProto::FLOAT, shape);
+  }
+  void output(const std::string& name, const std::vector<std::int64_t>& shape) {
+    value(*g.add_output(), name, proto::TensorProto::FLOAT, shape);
+  }
+  proto::NodeProto& node(const std::string& op, const std::vector<std::string>& in, const std::string& out) {
+    proto::NodeProto& n = *g.add_node();
+    n.set_name(out + "_node");
+    n.set_op_type(op);
+    for (const std::string& i : in) n.add_input(i);
+    n.add_output(out);
+    return n;
+  }
+  /// A Constant node of int64 values (rank 0 when `scalar`).
+  std::string ints(const std::string& name, const std::vector<std::int64_t>& v, bool scalar = false) {
+    proto::NodeProto& n = node("Constant", {}, name);
+    proto::AttributeProto& a = *n.add_attribute();
+    a.set_name("value");
+    a.set_type(proto::AttributeProto::TENSOR);
+    proto::TensorProto& t = *a.mutable_t();
+    t.set_data_type(proto::TensorProto::INT64);
+    if (!scalar) t.add_dims(static_cast<std::int64_t>(v.size()));
+    for (std::int64_t x : v) t.add_int64_data(x);
+    return name;
+  }
+  void attr(proto::NodeProto& n, const std::string& name, std::int64_t v) {
+    proto::AttributeProto& a = *n.add_attribute();
+    a.set_name(name);
+    a.set_type(proto::AttributeProto::INT);
+    a.set_i(v);
+  }
+  void attr(proto::NodeProto& n, const std::string& name, const std::vector<std::int64_t>& v) {
+    proto::AttributeProto& a = *n.add_attribute();
+    a.set_name(name);
+    a.set_type(proto::AttributeProto::INTS);
+    for (std::int64_t x : v) a.add_ints(x);
+  }
+};
+
+std::vector<float> values(const Tensor& t) {
+  const auto v = t.values<float>();
+  return {v.begin(), v.end()};
+}
+
+/// "x.view(n, 2, c / 2, h, w).transpose(1, 2).view(n, -1, h, w)", as torch.onnx writes ShuffleNet's
+/// channel shuffle: the extents come from Shape and Gather.
+model_builder channel_shuffle() {
+  model_builder b;
+  b.input("x", {1, 6, 2, 3});
+  b.node("Shape", {"x"}, "shape");
+  std::vector<std::string> parts;
+  for (std::int64_t axis : {0, 2, 3}) {
+    const std::string i = std::to_string(axis);
+    b.node("Gather", {"shape", b.ints("axis" + i, {axis}, true)}, "extent" + i);
+    b.node("Unsqueeze", {"extent" + i, b.ints("zero" + i, {0})}, "dim" + i);
+  }
+  b.attr(b.node("Concat", {"dim0", b.ints("groups", {2, 3}), "dim2", "dim3"}, "split_shape"), "axis", std::int64_t{0});
+  b.node("Reshape", {"x", "split_shape"}, "split");
+  b.attr(b.node("Transpose", {"split"}, "swapped"), "perm", std::vector<std::int64_t>{0, 2, 1, 3, 4});
+  proto::NodeProto& back = b.node("Concat", {"dim0", b.ints("rest", {-1}), "dim2", "dim3"}, "back_shape");
+  b.attr(back, "axis", std::int64_t{0});
+  b.node("Reshape", {"swapped", "back_shape"}, "y");
+  b.output("y", {1, 6, 2, 3});
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("onnx import: a channel shuffle written with Shape and Gather imports as reshape, transpose, reshape") {
+  const tmod::TracedModule m = tmod::onnx::import_model(channel_shuffle().m);
+  std::ostringstream text;  // no Shape, Gather, Unsqueeze or Concat is left
+  text << m.graph();
+  CHECK(text.str() ==
+        "folding.Graph (self, x) {\n"
+        "\t%2:\tsplit = tensor.reshape(x, (1, 2, 3, 2, 3), )\n"
+        "\t%3:\tswapped = tensor.transpose(split, (0, 2, 1, 3, 4), )\n"
+        "\t%4:\ty = tensor.reshape(swapped, (1, -1, 2, 3), )\n"
+        "\treturn y\n"
+        "}");
+  const Tensor x = tmod::uniform({1, 6, 2, 3}, -1.f, 1.f, 5);
+  const std::vector<float> in = values(x), out = values(m(x));
+  std::vector<float> want(in.size());
+  for (int c = 0; c < 6; ++c)  // output channel c = k * 2 + g reads input channel g * 3 + k
+    for (int p = 0; p < 6; ++p) want[static_cast<std::size_t>(c * 6 + p)] = in[static_cast<std::size_t>((c % 2 * 3 + c / 2) * 6 + p)];
+  CHECK(out == want);
+}
+
+TEST_CASE("onnx import: expand(n, -1, -1) of a token, written with ConstantOfShape, Equal and Where, folds") {
+  model_builder b;
+  b.input("x", {1, 2, 4});
+  proto::TensorProto& token = *b.g.add_initializer();
+  token.set_name("token");
+  token.set_data_type(proto::TensorProto::FLOAT);
+  for (std::int64_t d : {1, 1, 4}) token.add_dims(d);
+  for (float v : {1.f, 2.f, 3.f, 4.f}) token.add_float_data(v);
+  b.node("Shape", {"x"}, "shape");
+  b.node("Gather", {"shape", b.ints("zero", {0}, true)}, "n");
+  b.node("Unsqueeze", {"n", b.ints("axes", {0})}, "n1");
+  b.attr(b.node("Concat", {"n1", b.ints("minus", {-1, -1})}, "sizes"), "axis", std::int64_t{0});
+  b.node("Shape", {"sizes"}, "sizes_shape");
+  proto::NodeProto& ones = b.node("ConstantOfShape", {"sizes_shape"}, "ones");
+  proto::AttributeProto& one = *ones.add_attribute();
+  one.set_name("value");
+  one.set_type(proto::AttributeProto::TENSOR);
+  one.mutable_t()->set_data_type(proto::TensorProto::INT64);
+  one.mutable_t()->add_dims(1);
+  one.mutable_t()->add_int64_data(1);
+  b.node("Mul", {"ones", b.ints("neg", {-1}, true)}, "minus_ones");
+  b.node("Equal", {"sizes", "minus_ones"}, "free");
+  b.node("Where", {"free", "ones", "sizes"}, "target");
+  b.node("Expand", {"token", "target"}, "tokens");
+  b.attr(b.node("Concat", {"tokens", "x"}, "y"), "axis", std::int64_t{1});
+  b.output("y", {1, 3, 4});
+  const tmod::TracedModule m = tmod::onnx::import_model(b.m);
+  const Tensor x = tmod::uniform({1, 2, 4}, -1.f, 1.f, 6);
+  const std::vector<float> in = values(x), out = values(m(x));
+  REQUIRE(out.size() == 12);
+  CHECK(std::vector<float>(out.begin(), out.begin() + 4) == std::vector<float>{1.f, 2.f, 3.f, 4.f});
+  CHECK(std::vector<float>(out.begin() + 4, out.end()) == in);
+}
+
+TEST_CASE("onnx import: Range, Mod, Cast, ConstantOfShape and ScatterND of constants fold to the values ONNX defines") {
+  model_builder b;
+  b.input("x", {2, 3});
+  b.node("Range", {b.ints("start", {-2}, true), b.ints("limit", {4}, true), b.ints("delta", {1}, true)}, "r");  // -2 .. 3
+  b.node("Mod", {"r", b.ints("four", {4}, true)}, "m");  // the divisor's sign: 2 3 0 1 2 3
+  b.attr(b.node("Cast", {"m"}, "mf"), "to", std::int64_t{proto::TensorProto::FLOAT});
+  b.node("Reshape", {"mf", b.ints("shape", {2, 3})}, "grid");
+  proto::NodeProto& zeros = b.node("ConstantOfShape", {b.ints("dims", {2, 3})}, "zeros");  // float 0 by default
+  (void)zeros;
+  proto::TensorProto& upd = *b.g.add_initializer();
+  upd.set_name("upd");
+  upd.set_data_type(proto::TensorProto::FLOAT);
+  upd.add_dims(1);
+  upd.add_float_data(10.f);
+  proto::NodeProto& idx = b.node("Constant", {}, "idx");
+  proto::AttributeProto& a = *idx.add_attribute();
+  a.set_name("value");
+  a.set_type(proto::AttributeProto::TENSOR);
+  a.mutable_t()->set_data_type(proto::TensorProto::INT64);
+  a.mutable_t()->add_dims(1);
+  a.mutable_t()->add_dims(2);
+  a.mutable_t()->add_int64_data(1);
+  a.mutable_t()->add_int64_data(-1);
+  b.node("ScatterND", {"zeros", "idx", "upd"}, "spike");
+  b.node("Add", {"grid", "spike"}, "bias");
+  b.node("Add", {"x", "bias"}, "y");
+  b.output("y", {2, 3});
+  const tmod::TracedModule m = tmod::onnx::import_model(b.m);
+  const Tensor x = tmod::uniform({2, 3}, -1.f, 1.f, 7);
+  const std::vector<float> in = values(x), out = values(m(x));
+  const std::vector<float> bias{2, 3, 0, 1, 2, 3 + 10};
+  for (std::size_t i = 0; i < 6; ++i) CHECK(out[i] == in[i] + bias[i]);
+}
+
+TEST_CASE("onnx import: Gather with constant indices and Split take slices of a tensor") {
+  model_builder b;
+  b.input("x", {2, 5, 3});
+  b.attr(b.node("Gather", {"x", b.ints("second", {1}, true)}, "row"), "axis", std::int64_t{1});       // x[:, 1]: (2, 3)
+  b.attr(b.node("Gather", {"x", b.ints("back", {4, 2, 0})}, "every"), "axis", std::int64_t{1});     // x[:, 4::-2]: (2, 3, 3)
+  const std::string sizes = b.ints("sizes", {1, 2});
+  proto::NodeProto& split = *b.g.add_node();
+  split.set_op_type("Split");
+  split.add_input("every");
+  split.add_input(sizes);
+  split.add_output("first");
+  split.add_output("rest");
+  b.attr(split, "axis", std::int64_t{1});
+  b.node("Unsqueeze", {"row", b.ints("one", {1})}, "row3");
+  b.attr(b.node("Concat", {"rest", "first", "row3"}, "y"), "axis", std::int64_t{1});  // rows 2, 0, 4, 1 of x
+  b.output("y", {2, 4, 3});
+  const tmod::TracedModule m = tmod::onnx::import_model(b.m);
+  const Tensor x = tmod::uniform({2, 5, 3}, -1.f, 1.f, 8);
+  const std::vector<float> in = values(x), out = values(m(x));
+  REQUIRE(out.size() == 24);
+  const int rows[] = {2, 0, 4, 1};
+  for (int n = 0; n < 2; ++n)
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 3; ++c)
+        CHECK(out[static_cast<std::size_t>((n * 4 + r) * 3 + c)] == in[static_cast<std::size_t>((n * 5 + rows[r]) * 3 + c)]);
+}
+
+TEST_CASE("onnx import: shape computations that cannot be folded are refused, naming the node and the values") {
+  const auto refusal = [](const proto::ModelProto& m, const tmod::onnx::ImportOptions& o = {}) -> std::string {
+    try {
+      (void)tmod::onnx::import_model(m, o);
+    } catch (const tmod::value_error& e) {
+      return e.what();
+    }
+    return "imported";
+  };
+  {  // an index out of range
+    model_builder b;
+    b.input("x", {1, 6, 2, 3});
+    b.node("Shape", {"x"}, "shape");
+    b.node("Gather", {"shape", b.ints("seven", {7}, true)}, "bad");
+    b.node("Reshape", {"x", "bad"}, "y");
+    b.output("y", {1, 6, 2, 3});
+    CHECK(refusal(b.m).find("node 'bad_node' (Gather): index 7 is out of range for axis 0 of (4,)") != std::string::npos);
+  }
+  {  // a value too large to compute at import time
+    model_builder b;
+    b.input("x", {1});
+    b.node("ConstantOfShape", {b.ints("huge", {1 << 20, 1 << 20})}, "big");
+    b.node("Add", {"x", "big"}, "y");
+    b.output("y", {1});
+    CHECK(refusal(b.m).find("(ConstantOfShape): output (1048576, 1048576) holds more than 16777216 elements") != std::string::npos);
+  }
+  {  // integer arithmetic that overflows int64
+    model_builder b;
+    b.input("x", {1});
+    b.node("Add", {b.ints("big", {INT64_MAX}), b.ints("one", {1})}, "sum");
+    b.node("Reshape", {"x", "sum"}, "y");
+    b.output("y", {1});
+    CHECK(refusal(b.m).find("node 'sum_node' (Add): 9223372036854775807 + 1 overflows int64") != std::string::npos);
+  }
+  {  // the shape of a dynamic axis, imported with dynamic dims
+    model_builder b = channel_shuffle();
+    b.g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+    const std::string why = refusal(b.m, {.dynamic_dims = true});
+    CHECK(why.find("node 'shape_node' (Shape): Shape of 'x' reads its dynamic axis 0") != std::string::npos);
+    CHECK(refusal(b.m) == "imported");  // static dims: batch takes its default extent
+  }
+}
+
+TEST_CASE("onnx import: Dropout in training mode with ratio 0 is the identity; another ratio is refused") {
+  for (const bool zero : {true, false}) {
+    model_builder b;
+    b.input("x", {4});
+    proto::TensorProto& ratio = *b.g.add_initializer();
+    ratio.set_name("ratio");
+    ratio.set_data_type(proto::TensorProto::FLOAT);
+    ratio.add_float_data(zero ? 0.f : 0.5f);
+    proto::TensorProto& mode = *b.g.add_initializer();
+    mode.set_name("mode");
+    mode.set_data_type(proto::TensorProto::BOOL);
+    mode.add_int32_data(1);
+    proto::NodeProto& d = b.node("Dropout", {"x", "ratio", "mode"}, "y");
+    d.add_output("mask");  // named, never read
+    b.output("y", {4});
+    if (zero) {
+      const tmod::TracedModule m = tmod::onnx::import_model(b.m);
+      const Tensor x = tmod::uniform({4}, -1.f, 1.f, 9);
+      CHECK(values(m(x)) == values(x));
+    } else {
+      CHECK_THROWS_WITH_AS((void)tmod::onnx::import_model(b.m), doctest::Contains("training_mode=true with a nonzero ratio"),
+                           tmod::value_error);
+    }
+  }
+}
+
+}  // namespace tmod_test_onnx_shape_folding
