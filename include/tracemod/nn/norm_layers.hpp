@@ -48,9 +48,9 @@ class LayerNorm : public Module {
       bias = zeros(dims());
     }
   }
-  /// LayerNorm(d): the last axis, of extent d.
-  explicit LayerNorm(std::int64_t d, double epsilon = 1e-5, bool affine = true)
-      : LayerNorm(functional::int_list{d}, epsilon, affine) {}
+  /// LayerNorm(d): the last axis, of extent d. (One argument only: with an eps beside it,
+  /// LayerNorm({3, 4}) could also read as LayerNorm(3, 4.0); write LayerNorm({d}, eps).)
+  explicit LayerNorm(std::int64_t d) : LayerNorm(functional::int_list{d}) {}
 
   TM_BUILTIN_MODULE(LayerNorm, weight, bias)
 
@@ -187,8 +187,9 @@ class GroupNorm : public Module {
   }
   void check_input(const Shape& x) const {
     if (x.rank() < 2 || x[1] != num_channels)
-      throw shape_error("GroupNorm(" + std::to_string(num_groups) + ", " + std::to_string(num_channels) + "): input " +
-                        x.to_string() + " must be (N, " + std::to_string(num_channels) + ", ...)");
+      throw shape_error("expected an input (N, " + std::to_string(num_channels) + ", ...) for " +
+                        std::to_string(num_groups) + " groups of " + std::to_string(num_channels) + " channels, got " +
+                        x.to_string());
   }
   [[nodiscard]] functional::group_norm_params params() const { return {num_groups, eps}; }
   [[nodiscard]] const Shape* affine_shape(const Shape& c) const { return weight.defined() ? &c : nullptr; }
