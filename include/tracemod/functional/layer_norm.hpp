@@ -109,18 +109,23 @@ std::optional<Shape> optional_shape(const T& t) {
 }
 inline const Shape* shape_ptr(const std::optional<Shape>& s) { return s ? &*s : nullptr; }
 
-/// The normalising chain of ONNX nodes over the axes `axes` of `x`: (x - mean) / sqrt(var + eps),
-/// written to `out`. ReduceMean takes its axes as an attribute in the exporter's opsets (13 to 17).
-inline void onnx_normalize(onnx_export_context& cx, const std::string& x, const std::vector<std::int64_t>& axes,
-                           double eps, const std::string& out) {
+/// The ONNX values of a normalisation over the axes `axes` of `x` (ReduceMean takes its axes as an
+/// attribute in the exporter's opsets, 13 to 17): x - mean, the mean and sqrt(var + eps), each
+/// with the reduced axes kept.
+struct onnx_moments {
+  std::string centered, mean, std_dev;
+};
+inline onnx_moments onnx_normalize_parts(onnx_export_context& cx, const std::string& x, const std::vector<std::int64_t>& axes,
+                                         double eps, const std::string& base) {
   const std::vector<onnx_attribute> reduce{{"axes", axes}, {"keepdims", std::int64_t{1}}};
-  const std::string mean = cx.node1("ReduceMean", {x}, cx.fresh(out + "_mean"), reduce);
-  const std::string centered = cx.node1("Sub", {x, mean}, cx.fresh(out + "_centered"));
-  const std::string square = cx.node1("Mul", {centered, centered}, cx.fresh(out + "_square"));
-  const std::string var = cx.node1("ReduceMean", {square}, cx.fresh(out + "_var"), reduce);
-  const std::string shifted = cx.node1("Add", {var, cx.graph().scalar(eps)}, cx.fresh(out + "_var_eps"));
-  const std::string std_dev = cx.node1("Sqrt", {shifted}, cx.fresh(out + "_std"));
-  cx.node("Div", {centered, std_dev}, {out});
+  onnx_moments m;
+  m.mean = cx.node1("ReduceMean", {x}, cx.fresh(base + "_mean"), reduce);
+  m.centered = cx.node1("Sub", {x, m.mean}, cx.fresh(base + "_centered"));
+  const std::string square = cx.node1("Mul", {m.centered, m.centered}, cx.fresh(base + "_square"));
+  const std::string var = cx.node1("ReduceMean", {square}, cx.fresh(base + "_var"), reduce);
+  const std::string shifted = cx.node1("Add", {var, cx.graph().scalar(eps)}, cx.fresh(base + "_var_eps"));
+  m.std_dev = cx.node1("Sqrt", {shifted}, cx.fresh(base + "_std"));
+  return m;
 }
 
 /// Multiplies `in` by the optional weight and adds the optional bias (each an ONNX value name, or
@@ -218,8 +223,8 @@ struct layer_norm_fn : op_base<layer_norm_fn> {
     }
     std::vector<std::int64_t> axes;
     for (auto a = axis; a < static_cast<std::int64_t>(x.rank()); ++a) axes.push_back(a);
-    const std::string normalized = cx.fresh(cx.output() + "_normalized");
-    detail::onnx_normalize(cx, cx.input(0).name, axes, p.eps, normalized);
+    const detail::onnx_moments m = detail::onnx_normalize_parts(cx, cx.input(0).name, axes, p.eps, cx.output());
+    const std::string normalized = cx.node1("Div", {m.centered, m.std_dev}, cx.fresh(cx.output() + "_normalized"));
     detail::onnx_affine(cx, normalized, cx.optional_name(cx.input(1)), cx.optional_name(cx.input(2)), cx.output());
   }
   static constexpr std::array onnx_import_types{std::string_view("LayerNormalization")};
@@ -303,26 +308,34 @@ struct group_norm_fn : op_base<group_norm_fn> {
     return apply(params{num_groups, eps}, x, weight, bias);
   }
 
-  /// x reshaped to (N, num_groups, -1) and normalised over its last axis, reshaped back to x's shape
-  /// (read by a Shape node, so dynamic dims stay dynamic); weight and bias reshaped to (C, 1, ...).
+  /// The statistics of x reshaped to (N, num_groups, -1), spread to each channel of its group and
+  /// reshaped to (N, C, 1, ...), normalise x in its own shape (only N is read from x, so dynamic
+  /// dims stay dynamic); weight and bias are reshaped to (C, 1, ...).
   static void onnx_export(onnx_export_context& cx, const params& p) {
     const Shape& x = cx.input(0).shape;
     const std::string out = cx.output();
+    const std::int64_t per_group = x[1] / p.num_groups;
     const std::string grouped = cx.node1("Reshape", {cx.input(0).name, cx.graph().ints({0, p.num_groups, -1}, "group_shape")},
                                          cx.fresh(out + "_grouped"));
-    const std::string normalized = cx.fresh(out + "_normalized");
-    detail::onnx_normalize(cx, grouped, {2}, p.eps, normalized);
-    const std::string shape = cx.node1("Shape", {cx.input(0).name}, cx.fresh(out + "_shape"));
-    const std::string back = cx.node1("Reshape", {normalized, shape}, cx.fresh(out + "_ungrouped"));
-    std::vector<std::int64_t> per_channel(x.rank() - 1, 1);
-    per_channel[0] = x[1];
+    const detail::onnx_moments m = detail::onnx_normalize_parts(cx, grouped, {2}, p.eps, out);
+    std::vector<std::int64_t> stat_shape(x.rank(), 1), channel_shape(x.rank() - 1, 1);
+    stat_shape[0] = 0;  // N, copied from the statistics
+    stat_shape[1] = channel_shape[0] = x[1];
+    const std::string ones_per_group =
+        per_group == 1 ? std::string() : cx.graph().initializer(ones(Shape{1, 1, per_group}), "group_ones");
+    const auto per_channel = [&](const std::string& stat) {
+      const std::string spread = per_group == 1 ? stat : cx.node1("Mul", {stat, ones_per_group}, cx.fresh(stat + "_spread"));
+      return cx.node1("Reshape", {spread, cx.graph().ints(stat_shape, "stat_shape")}, cx.fresh(stat + "_channels"));
+    };
+    const std::string centered = cx.node1("Sub", {cx.input(0).name, per_channel(m.mean)}, cx.fresh(out + "_x_centered"));
+    const std::string normalized = cx.node1("Div", {centered, per_channel(m.std_dev)}, cx.fresh(out + "_normalized"));
     const auto channel_view = [&](std::size_t i) -> std::optional<std::string> {
       if (!cx.input(i).is_tensor()) return std::nullopt;
-      return cx.node1("Reshape", {cx.input(i).name, cx.graph().ints(per_channel, "channel_shape")},
+      return cx.node1("Reshape", {cx.input(i).name, cx.graph().ints(channel_shape, "channel_shape")},
                       cx.fresh(out + (i == 1 ? "_weight" : "_bias")));
     };
     const std::optional<std::string> weight = channel_view(1), bias = channel_view(2);
-    detail::onnx_affine(cx, back, weight, bias, out);
+    detail::onnx_affine(cx, normalized, weight, bias, out);
   }
 };
 inline constexpr group_norm_fn group_norm{};
