@@ -99,9 +99,21 @@ TEST_CASE("onnx: below opset 17 layer_norm is written out, and the chain compute
   CHECK(counts.count("LayerNormalization") == 0);
   CHECK(counts.at("ReduceMean") == 12);
   CHECK(counts.at("Sqrt") == 6);
+  CHECK(counts.count("Identity") == 0);  // a call without weight and bias ends at its Div
   const tmod::TracedModule imported = tmod::onnx::import_model(model, {.dims = {{"batch", 2}}});
   CHECK(max_abs_diff(imported(input).tensor(), eager) < 1e-5);
   CHECK(text(imported).find("nn.layer_norm") == std::string::npos);
+  // group_norm's reshapes fix no batch extent (0 copies it), so the model runs at any batch size
+  std::map<std::string, std::int64_t> first_extent;
+  for (const auto& t : model.graph().initializer())
+    if (t.data_type() == proto::TensorProto::INT64 && t.int64_data_size() > 0) first_extent[t.name()] = t.int64_data(0);
+  int reshapes = 0;
+  for (const auto& n : model.graph().node())
+    if (n.op_type() == "Reshape" && first_extent.count(n.input(1)) != 0 && first_extent.at(n.input(1)) != 4) {
+      ++reshapes;  // (N, G, -1) and (N, C, 1, 1); the weight's and bias' (C, 1, 1) start with C = 4
+      CHECK(first_extent.at(n.input(1)) == 0);
+    }
+  CHECK(reshapes == 3 * 3);  // per group_norm: x grouped, its mean and its std spread to the channels
 }
 
 TEST_CASE("onnx import: LayerNormalization's axis, epsilon, missing bias and stash_type") {

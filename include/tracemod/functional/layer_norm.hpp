@@ -128,14 +128,15 @@ inline onnx_moments onnx_normalize_parts(onnx_export_context& cx, const std::str
   return m;
 }
 
+/// The value name the normalised x gets: the call's output itself when no weight or bias follows.
+inline std::string onnx_normalized_name(onnx_export_context& cx) {
+  return cx.input(1).is_tensor() || cx.input(2).is_tensor() ? cx.fresh(cx.output() + "_normalized") : cx.output();
+}
+
 /// Multiplies `in` by the optional weight and adds the optional bias (each an ONNX value name, or
-/// nullopt), the last node writing `out`; with neither, `in` is renamed to `out` by an Identity.
+/// nullopt), the last node writing `out`; with neither, `in` is `out` already (onnx_normalized_name).
 inline void onnx_affine(onnx_export_context& cx, const std::string& in, const std::optional<std::string>& weight,
                         const std::optional<std::string>& bias, const std::string& out) {
-  if (!weight && !bias) {
-    cx.node("Identity", {in}, {out});
-    return;
-  }
   std::string v = in;
   if (weight) v = cx.node1("Mul", {v, *weight}, bias ? cx.fresh(out + "_scaled") : out);
   if (bias) cx.node("Add", {v, *bias}, {out});
@@ -224,7 +225,7 @@ struct layer_norm_fn : op_base<layer_norm_fn> {
     std::vector<std::int64_t> axes;
     for (auto a = axis; a < static_cast<std::int64_t>(x.rank()); ++a) axes.push_back(a);
     const detail::onnx_moments m = detail::onnx_normalize_parts(cx, cx.input(0).name, axes, p.eps, cx.output());
-    const std::string normalized = cx.node1("Div", {m.centered, m.std_dev}, cx.fresh(cx.output() + "_normalized"));
+    const std::string normalized = cx.node1("Div", {m.centered, m.std_dev}, detail::onnx_normalized_name(cx));
     detail::onnx_affine(cx, normalized, cx.optional_name(cx.input(1)), cx.optional_name(cx.input(2)), cx.output());
   }
   static constexpr std::array onnx_import_types{std::string_view("LayerNormalization")};
@@ -328,7 +329,7 @@ struct group_norm_fn : op_base<group_norm_fn> {
       return cx.node1("Reshape", {spread, cx.graph().ints(stat_shape, "stat_shape")}, cx.fresh(stat + "_channels"));
     };
     const std::string centered = cx.node1("Sub", {cx.input(0).name, per_channel(m.mean)}, cx.fresh(out + "_x_centered"));
-    const std::string normalized = cx.node1("Div", {centered, per_channel(m.std_dev)}, cx.fresh(out + "_normalized"));
+    const std::string normalized = cx.node1("Div", {centered, per_channel(m.std_dev)}, detail::onnx_normalized_name(cx));
     const auto channel_view = [&](std::size_t i) -> std::optional<std::string> {
       if (!cx.input(i).is_tensor()) return std::nullopt;
       return cx.node1("Reshape", {cx.input(i).name, cx.graph().ints(channel_shape, "channel_shape")},
