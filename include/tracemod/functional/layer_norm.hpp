@@ -10,13 +10,11 @@
 #pragma once
 
 #include <tracemod/core/factories.hpp>
-#include <tracemod/core/parallel.hpp>
 #include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
-#include <tracemod/kernels/detail/parallel_grain.hpp>
+#include <tracemod/kernels/layer_norm.hpp>
 
 #include <array>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -24,62 +22,6 @@
 #include <string_view>
 #include <tuple>
 #include <vector>
-
-namespace tracemod::kernels {
-
-/// Normalises x viewed as [rows, channels, inner]: each row by the mean and biased variance of its
-/// channels * inner elements (summed in double, two passes), then y = (x - mean) * rstd * w + b with
-/// w and b (nullable: 1 and 0) indexed by channel (r % groups) * channels + c. layer_norm is
-/// groups = 1, inner = 1; group_norm is rows = N * G, channels = C / G, inner = H * W, groups = G.
-/// Rows split across threads, each row computed whole by one thread: the same bits at any count.
-inline void normalize_rows(const float* x, float* y, std::int64_t rows, std::int64_t channels, std::int64_t inner,
-                           std::int64_t groups, const float* weight, const float* bias, double eps) {
-  const std::int64_t len = channels * inner;
-  if (rows == 0 || len == 0) return;
-  const auto row = [&](std::int64_t r) {
-    const float* xr = x + r * len;
-    float* yr = y + r * len;
-    double s0 = 0, s1 = 0;  // two chains: the adds overlap
-    std::int64_t i = 0;
-    for (; i + 1 < len; i += 2) {
-      s0 += static_cast<double>(xr[i]);
-      s1 += static_cast<double>(xr[i + 1]);
-    }
-    if (i < len) s0 += static_cast<double>(xr[i]);
-    const double mean = (s0 + s1) / static_cast<double>(len);
-    double v0 = 0, v1 = 0;
-    for (i = 0; i + 1 < len; i += 2) {
-      const double d0 = static_cast<double>(xr[i]) - mean, d1 = static_cast<double>(xr[i + 1]) - mean;
-      v0 += d0 * d0;
-      v1 += d1 * d1;
-    }
-    if (i < len) {
-      const double d = static_cast<double>(xr[i]) - mean;
-      v0 += d * d;
-    }
-    const auto rstd = static_cast<float>(1.0 / std::sqrt((v0 + v1) / static_cast<double>(len) + eps));
-    const auto m = static_cast<float>(mean);
-    const std::int64_t base = (r % groups) * channels;
-    if (inner == 1) {
-      for (std::int64_t c = 0; c < channels; ++c) {
-        const float n = (xr[c] - m) * rstd;
-        yr[c] = n * (weight ? weight[base + c] : 1.f) + (bias ? bias[base + c] : 0.f);
-      }
-      return;
-    }
-    for (std::int64_t c = 0; c < channels; ++c) {
-      const float w = weight ? weight[base + c] : 1.f, b = bias ? bias[base + c] : 0.f;
-      const float* xc = xr + c * inner;
-      float* yc = yr + c * inner;
-      for (std::int64_t k = 0; k < inner; ++k) yc[k] = (xc[k] - m) * rstd * w + b;
-    }
-  };
-  parallel_for(0, rows, detail::grain_in_items(detail::grains().plane, 3 * len), [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t r = lo; r < hi; ++r) row(r);
-  });
-}
-
-}  // namespace tracemod::kernels
 
 namespace tracemod::functional {
 
