@@ -1,5 +1,5 @@
 // Memory-bound kernels against a memcpy that moves as many bytes: max_pool2d, batch_norm
-// inference, softmax and adaptive_avg_pool2d. Bytes are counted as everywhere in bench/ (bytes
+// inference, softmax, adaptive_avg_pool2d, and the row normalisation of layer_norm and group_norm. Bytes are counted as everywhere in bench/ (bytes
 // read + bytes written, write-allocate not counted; see docs/kernels.md): a kernel reading `in` and
 // writing `out` bytes moves in + out, a memcpy of n bytes moves 2n. Each kernel benchmark reports a
 // counter "vs_memcpy" = its CPU time / the CPU time of memcpy(dst, src, (in + out) / 2), measured in
@@ -9,6 +9,7 @@
 #include "threads.hpp"
 
 #include <tracemod/kernels/batch_norm.hpp>
+#include <tracemod/kernels/layer_norm.hpp>
 #include <tracemod/kernels/pooling.hpp>
 #include <tracemod/kernels/softmax.hpp>
 
@@ -103,7 +104,8 @@ BENCHMARK(BM_memcpy)
     ->Arg(floats(64 * 112 * 112 + 64 * 56 * 56) / 2)
     ->Arg(floats(2 * 64 * 56 * 56) / 2)
     ->Arg(floats(2 * 64 * 1000) / 2)
-    ->Arg(floats(512 * 7 * 7 + 512) / 2);
+    ->Arg(floats(512 * 7 * 7 + 512) / 2)
+    ->Arg(floats(2 * 197 * 768) / 2);
 
 void BM_max_pool2d_3x3s2p1_1x64x112x112(benchmark::State& state) {
   const tracemod::bench::scoped_threads threads(state, 0);
@@ -159,6 +161,36 @@ void BM_adaptive_avg_pool2d_1x512x7x7_to_1x1(benchmark::State& state) {
   report(state, x.size(), y.size());
 }
 BENCHMARK(BM_adaptive_avg_pool2d_1x512x7x7_to_1x1)->Apply(tracemod::bench::over_threads);
+
+// A ViT-B block's layer_norm: 197 tokens of 768 features, with weight and bias.
+void BM_layer_norm_197x768(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 0);
+  constexpr std::int64_t rows = 197, d = 768;
+  const auto x = random_values(static_cast<std::size_t>(rows * d));
+  std::vector<float> y(x.size()), weight(d, 1.5f), bias(d, -0.5f);
+  for (auto _ : state) {
+    k::normalize_rows(x.data(), y.data(), rows, d, 1, 1, weight.data(), bias.data(), 1e-5);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, x.size(), y.size());
+}
+BENCHMARK(BM_layer_norm_197x768)->Apply(tracemod::bench::over_threads);
+
+// group_norm with 32 groups on the batch-norm case's (1, 64, 56, 56): 32 rows of 2 channels.
+void BM_group_norm_1x64x56x56_g32(benchmark::State& state) {
+  const tracemod::bench::scoped_threads threads(state, 0);
+  constexpr std::int64_t c = 64, s = 56 * 56, groups = 32;
+  const auto x = random_values(static_cast<std::size_t>(c * s));
+  std::vector<float> y(x.size()), weight(c, 1.5f), bias(c, -0.5f);
+  for (auto _ : state) {
+    k::normalize_rows(x.data(), y.data(), groups, c / groups, s, groups, weight.data(), bias.data(), 1e-5);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, x.size(), y.size());
+}
+BENCHMARK(BM_group_norm_1x64x56x56_g32)->Apply(tracemod::bench::over_threads);
 
 }  // namespace
 

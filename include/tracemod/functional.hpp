@@ -7,6 +7,7 @@
 #include <tracemod/functional/elementwise.hpp>
 #include <tracemod/functional/fused_elementwise.hpp>
 #include <tracemod/functional/indexing.hpp>
+#include <tracemod/functional/layer_norm.hpp>
 #include <tracemod/functional/linalg.hpp>
 #include <tracemod/functional/normalization.hpp>
 #include <tracemod/functional/pad.hpp>

@@ -20,6 +20,7 @@
 #include <tracemod/nn/module_dict.hpp>
 #include <tracemod/nn/module_list.hpp>
 #include <tracemod/nn/module_variant.hpp>
+#include <tracemod/nn/norm_layers.hpp>
 #include <tracemod/nn/parameter.hpp>
 #include <tracemod/nn/pooling.hpp>
 #include <tracemod/nn/reflection.hpp>

@@ -33,7 +33,7 @@ TEST_CASE("builtin registry: the registered types are the classes declaring TM_B
   const std::set<std::string> declared = library_builtins::declared_in_headers();
   for (const char* name : {"Conv2d", "BatchNorm2d", "Linear", "ReLU", "ReLU6", "Identity", "MaxPool2d", "AvgPool2d",
                            "AdaptiveAvgPool2d", "Flatten", "Elemwise", "Dropout", "ConvBn2d", "ConvBnRelu2d", "GELU", "SiLU",
-                           "Hardswish", "Hardsigmoid", "LeakyReLU"})
+                           "Hardswish", "Hardsigmoid", "LeakyReLU", "LayerNorm", "GroupNorm"})
     CHECK_MESSAGE(declared.contains(name), name);
   const std::vector<std::string> names = M::builtin_registry::instance().type_names();
   const std::set<std::string> registered(names.begin(), names.end());
@@ -48,6 +48,8 @@ TEST_CASE("builtin registry: config -> from_config -> config round-trips for eve
                                                                  .groups = 2, .bias = false}));
   samples.push_back(std::make_unique<M::BatchNorm2d>(5, M::BatchNorm2dOptions{.eps = 1e-3, .momentum = std::nullopt}));
   samples.push_back(std::make_unique<M::Linear>(7, 2, false));
+  samples.push_back(std::make_unique<M::LayerNorm>(tmod::functional::int_list{3, 4}, 1e-3));
+  samples.push_back(std::make_unique<M::GroupNorm>(2, 6, 1e-4));
   samples.push_back(std::make_unique<M::ReLU>());
   samples.push_back(std::make_unique<M::ReLU6>());
   samples.push_back(std::make_unique<M::GELU>("tanh"));
@@ -101,6 +103,8 @@ TEST_CASE("builtin registry: the config keys saved files hold") {
   CHECK(keys(M::BatchNorm2d(1).config()) ==
         std::vector<std::string>{"num_features", "eps", "momentum", "affine", "track_running_stats"});
   CHECK(keys(M::Linear(1, 1).config()) == std::vector<std::string>{"in_features", "out_features", "bias"});
+  CHECK(keys(M::LayerNorm(4).config()) == std::vector<std::string>{"normalized_shape", "eps", "elementwise_affine"});
+  CHECK(keys(M::GroupNorm(2, 4).config()) == std::vector<std::string>{"num_groups", "num_channels", "eps", "affine"});
   CHECK(keys(M::MaxPool2d(2).config()) ==
         std::vector<std::string>{"kernel_size", "stride", "padding", "dilation", "ceil_mode"});
   CHECK(keys(M::AvgPool2d(2).config()) ==

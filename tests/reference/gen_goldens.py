@@ -478,6 +478,48 @@ def reductions(w):
     w.write(c, [x], {"out": torch.amax(x, dim=1)}, {"axis": (1,)})
 
 
+# --- layer_norm and group_norm ----------------------------------------------------------------
+
+def norms(w):
+    # (name, shape, normalized_shape, affine, eps): inputs x, then weight and bias when affine
+    layer = [
+        ("2x3x8_d8", (2, 3, 8), (8,), True, 1e-5),
+        ("2x3x8_d8_noaffine", (2, 3, 8), (8,), False, 1e-5),
+        ("2x3x4x5_d4x5", (2, 3, 4, 5), (4, 5), True, 1e-5),
+        ("2x3x4x5_d4x5_noaffine_eps1e-3", (2, 3, 4, 5), (4, 5), False, 1e-3),
+        ("2x3x4x5_d3x4x5", (2, 3, 4, 5), (3, 4, 5), True, 1e-5),
+        ("7x300_d300", (7, 300), (300,), True, 1e-5),
+    ]
+    for name, shape, normalized, affine, eps in layer:
+        c = Case("layer_norm", name)
+        x = c.randn(*shape, scale=2.0) + 0.5
+        inputs = [x]
+        if affine:
+            inputs += [c.uniform(*normalized, low=0.5, high=1.5), c.randn(*normalized, scale=0.5)]
+        params = {"normalized_shape": normalized}
+        if eps != 1e-5:
+            params["eps"] = eps
+        out = F.layer_norm(*f64(x), normalized, *f64(*inputs[1:]), eps=eps)
+        w.write(c, inputs, {"out": out}, params)
+    # (name, shape, num_groups, affine)
+    group = [
+        ("2x6x5x5_g1", (2, 6, 5, 5), 1, True),
+        ("2x6x5x5_g2", (2, 6, 5, 5), 2, True),
+        ("2x6x5x5_g6", (2, 6, 5, 5), 6, True),
+        ("2x6x5x5_g2_noaffine", (2, 6, 5, 5), 2, False),
+        ("3x4x7_g2", (3, 4, 7), 2, True),
+        ("4x8_g4", (4, 8), 4, True),
+    ]
+    for name, shape, groups, affine in group:
+        c = Case("group_norm", name)
+        x = c.randn(*shape, scale=2.0) + 0.5
+        inputs = [x]
+        if affine:
+            inputs += [c.uniform(shape[1], low=0.5, high=1.5), c.randn(shape[1], scale=0.5)]
+        out = F.group_norm(*f64(x), groups, *f64(*inputs[1:]))
+        w.write(c, inputs, {"out": out}, {"num_groups": groups})
+
+
 # --- numpy's own .npy files --------------------------------------------------------------------
 
 def npy_samples(root):
@@ -520,7 +562,7 @@ def main():
     DATA.mkdir(parents=True, exist_ok=True)
     w = Writer(DATA)
     torch.set_grad_enabled(False)
-    for section in (elementwise, matmul, linear, conv2d, batch_norm, pooling, softmax, shape_ops, pad, reductions):
+    for section in (elementwise, matmul, linear, conv2d, batch_norm, pooling, softmax, shape_ops, pad, reductions, norms):
         section(w)
     w.finish()
     npy_samples(DATA / "npy")

@@ -68,6 +68,11 @@ const std::map<std::string, std::function<void()>>& samples() {
   static const std::map<std::string, std::function<void()>> s{
       {"Conv2d", [] { check_builtin(M::Conv2d(3, 4, 3, {.stride = 2, .padding = 1})); }},
       {"BatchNorm2d", [] { check_builtin(M::BatchNorm2d(3)); }},
+      {"LayerNorm", [] {
+         check_builtin(M::LayerNorm({6, 6}));
+         check_builtin(M::LayerNorm({6}, 1e-3, false));
+       }},
+      {"GroupNorm", [] { check_builtin(M::GroupNorm(3, 3, 1e-3)); }},
       {"Linear", [] { check_builtin(M::Linear(6, 5)); }},  // on the last axis of the 4-D input
       {"ReLU", [] { check_builtin(M::ReLU()); }},
       {"ReLU6", [] { check_builtin(M::ReLU6()); }},

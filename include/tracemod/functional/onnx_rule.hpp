@@ -67,6 +67,8 @@ class onnx_graph_builder {
   virtual ~onnx_graph_builder() = default;
   /// export_model's dynamic_batch option (rules that write shapes keep the batch extent free).
   [[nodiscard]] virtual bool dynamic_batch() const = 0;
+  /// The ai.onnx opset the model declares (rules whose node types changed pick their form by it).
+  [[nodiscard]] virtual std::int64_t opset() const = 0;
   /// A value name based on `base`, unique in the model.
   [[nodiscard]] virtual std::string fresh(std::string_view base) = 0;
   virtual void node(const std::string& op_type, const std::vector<std::string>& inputs,

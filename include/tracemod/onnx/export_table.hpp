@@ -25,6 +25,7 @@ class emitter_builder final : public functional::onnx_graph_builder {
   explicit emitter_builder(Emitter& e) : e_(e) {}
 
   [[nodiscard]] bool dynamic_batch() const override { return e_.options().dynamic_batch; }
+  [[nodiscard]] std::int64_t opset() const override { return e_.options().opset; }
   [[nodiscard]] std::string fresh(std::string_view base) override { return e_.fresh(base); }
   void node(const std::string& op_type, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
             const std::vector<functional::onnx_attribute>& attributes) override {
