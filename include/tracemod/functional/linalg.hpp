@@ -99,6 +99,11 @@ struct matmul_fn : op_base<matmul_fn> {
     const bool ta = p.transpose_a && a.ndim() > 1, tb = p.transpose_b && b.ndim() > 1;
     const std::int64_t a_mat = pl.m * pl.k, b_mat = pl.k * pl.n;
     const std::int64_t lda = ta ? pl.m : pl.k, ldb = tb ? pl.k : pl.n;
+    if (a.ndim() > 2 && b.ndim() == 2 && !ta) {  // one matrix for every batch: the batch is rows of one product
+      kernels::gemm(false, tb, pl.batch.numel() * pl.m, pl.n, pl.k, 1.f, a.data<float>(), lda, b.data<float>(), ldb, 0.f,
+                    y.data<float>(), pl.n);
+      return y;
+    }
     // Walk the broadcast batch; an operand whose batch extent is 1 (or absent) along an axis stays put.
     const Shape& batch = pl.batch;
     const std::size_t r = batch.rank();
