@@ -166,9 +166,13 @@ struct fake_quantize_per_channel_fn : op_base<fake_quantize_per_channel_fn> {
     (void)infer_shape(p, x.shape(), scale.shape(), zero_point.shape());
     const std::size_t axis = channel_axis(p, x.shape());
     const std::int64_t c = x.shape()[axis];
-    for (std::int64_t k = 0; k < c; ++k)
-      check_fake_quantize_qparams(target, "[" + std::to_string(k) + "]", scale.data<float>()[k],
-                                  zero_point.data<std::int32_t>()[k], p.quant_min, p.quant_max);
+    for (std::int64_t k = 0; k < c; ++k) {
+      std::string where = "[";
+      where += std::to_string(k);
+      where += ']';
+      check_fake_quantize_qparams(target, where, scale.data<float>()[k], zero_point.data<std::int32_t>()[k], p.quant_min,
+                                  p.quant_max);
+    }
     std::int64_t inner = 1;
     for (std::size_t i = axis + 1; i < x.shape().rank(); ++i) inner *= x.shape()[i];
     Tensor y = Tensor::empty(x.shape(), DType::float32, target);
