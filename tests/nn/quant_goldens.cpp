@@ -75,6 +75,32 @@ TEST_CASE("quant: PerChannelMinMaxObserver states PyTorch's qparams per channel"
   CHECK(b.min_vals().size() == 4);
 }
 
+TEST_CASE("quant: HistogramObserver's L2 search picks PyTorch's range") {
+  Q::HistogramObserver a(quint8_affine);
+  check_observer(a, "histogram");
+  CHECK(a.histogram().size() == 2048);
+  CHECK(a.min_val() == -3.f);
+  CHECK(a.max_val() == 5.f);
+  CHECK(a.qparams().scale < 8.f / 255.f);  // the search dropped the top bin, as PyTorch's
+  Q::HistogramObserver b(qint8_symmetric);
+  check_observer(b, "histogram_symmetric_qint8");
+}
+
+TEST_CASE("quant: HistogramObserver re-bins onto a wider range and keeps the total count") {
+  Q::HistogramObserver o(quint8_affine);
+  o.observe(tmod::uniform({1000}, -1.f, 1.f, 11));
+  o.observe(tmod::uniform({500}, -3.f, 2.f, 12));
+  o.observe(tmod::uniform({300}, -0.5f, 0.5f, 13));  // inside: summed bin by bin
+  double total = 0;
+  for (float h : o.histogram()) total += h;
+  CHECK(total == doctest::Approx(1800).epsilon(1e-6));
+  CHECK(o.min_val() <= -2.9f);
+  CHECK(o.max_val() >= 1.9f);
+  const Q::ScaleZeroPoint q = o.qparams();
+  CHECK(q.scale > 0.f);
+  CHECK(q.scale <= 5.1f / 255.f);
+}
+
 TEST_CASE("quant: fake_quantize computes PyTorch's bits, per tensor and per channel") {
   struct Case {
     const char* name;

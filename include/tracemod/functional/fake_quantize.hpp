@@ -26,13 +26,13 @@ namespace tracemod::kernels {
 inline void fake_quantize(const float* x, std::size_t n, float scale, std::int64_t zero_point, std::int64_t quant_min,
                           std::int64_t quant_max, float* y) {
   const float inv_scale = 1.0f / scale;
-  const auto lo = static_cast<float>(quant_min - zero_point), hi = static_cast<float>(quant_max - zero_point);
+  const auto zp = static_cast<float>(zero_point), lo = static_cast<float>(quant_min), hi = static_cast<float>(quant_max);
   for (std::size_t i = 0; i < n; ++i) {
-    // clamp(round(x/s) + zp, qmin, qmax) - zp: the clamp is done relative to the zero point, exactly
-    // (every integer involved is far below 2^24), and NaN stays NaN.
-    const float r = std::nearbyint(x[i] * inv_scale);
+    // Exact integer arithmetic in float (every integer involved is far below 2^24); adding and
+    // removing the zero point turns nearbyint's -0 into +0, as PyTorch's int64 levels are. NaN stays NaN.
+    const float r = std::nearbyint(x[i] * inv_scale) + zp;
     const float q = r < lo ? lo : (r > hi ? hi : r);
-    y[i] = q * scale;
+    y[i] = (q - zp) * scale;
   }
 }
 
