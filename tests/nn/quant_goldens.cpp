@@ -84,6 +84,16 @@ TEST_CASE("quant: HistogramObserver's L2 search picks PyTorch's range") {
   CHECK(a.qparams().scale < 8.f / 255.f);  // the search dropped the top bin, as PyTorch's
   Q::HistogramObserver b(qint8_symmetric);
   check_observer(b, "histogram_symmetric_qint8");
+  Q::HistogramObserver c(quint8_affine);
+  check_observer(c, "histogram_batches");  // re-binned onto [-4, 2], then a batch added bin by bin
+  CHECK(c.min_val() == -4.f);
+  CHECK(c.max_val() == 2.f);
+  const Tensor h = golden::load("quant/histogram_batches", "histogram");
+  REQUIRE(h.numel() == 2048);
+  for (std::size_t i = 0; i < 2048; ++i) {
+    CAPTURE(i);
+    CHECK(c.histogram()[i] == doctest::Approx(h.data<float>()[i]).epsilon(1e-5));
+  }
 }
 
 TEST_CASE("quant: HistogramObserver re-bins onto a wider range and keeps the total count") {

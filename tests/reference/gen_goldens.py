@@ -531,6 +531,19 @@ def quantization(root):
     x[0, :2] = torch.tensor([-6.0, 2.0])
     observed("histogram_symmetric_qint8", obs.HistogramObserver(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric), [x])
 
+    # Batches re-binned onto a wider range ([-1, 2], then [-4, 2]: the union is a whole number of the
+    # old histogram's sub-bins, so PyTorch's integer-truncated histc range is the true one), then one
+    # inside it (added bin by bin).
+    c = Case("quant", "histogram_batches")
+    xs = []
+    for lo, hi in ((-1.0, 2.0), (-4.0, 2.0), (-2.0, 1.0)):
+        x = c.uniform(700, low=lo, high=hi)
+        x[:2] = torch.tensor([lo, hi])
+        xs.append(x)
+    h = obs.HistogramObserver()
+    observed("histogram_batches", h, xs)
+    save(root / "histogram_batches.histogram.npy", h.histogram)
+
     for name, scale, zp, qmin, qmax in (("fake_quantize_qint8", 0.1, 3, -128, 127),
                                         ("fake_quantize_quint8", 0.023529412, 128, 0, 255),
                                         ("fake_quantize_narrow", 0.0625, 0, -127, 127)):
