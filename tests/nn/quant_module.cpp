@@ -121,6 +121,17 @@ TEST_CASE("trace: a traced FakeQuantize records the qparams it observed") {
   const tmod::TracedModule m = tmod::trace_module(fq, input);
   CHECK(text(m).find("nn.fake_quantize(") != std::string::npos);
   CHECK(same_bits(round_trip(m)(input).tensor(), eager));
+
+  M::FakeQuantize per_channel(std::make_unique<Q::PerChannelMinMaxObserver>(
+      Q::QScheme{.dtype = Q::QuantDType::qint8(), .mode = Q::QMode::symmetric, .per_channel = true, .axis = 1}));
+  const Tensor expected = per_channel(input);
+  per_channel.disable_observer();
+  const tmod::TracedModule p = tmod::trace_module(per_channel, input);
+  CHECK(text(p).find("nn.fake_quantize_per_channel(") != std::string::npos);
+  CHECK(same_bits(p(input).tensor(), expected));
+  CHECK(same_bits(round_trip(p)(input).tensor(), expected));
+  per_channel.disable_fake_quant();  // traced as the identity
+  CHECK(text(tmod::trace_module(per_channel, input)).find("fake_quantize") == std::string::npos);
 }
 
 }  // namespace tmod_test_nn_quant_module
