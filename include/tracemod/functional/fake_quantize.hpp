@@ -40,13 +40,14 @@ inline void fake_quantize(const float* x, std::size_t n, float scale, std::int64
 
 namespace tracemod::functional {
 
-/// The checks both ops share: quant_min < quant_max, each scale positive and finite, each zero point
-/// within [quant_min, quant_max]. `what` names the op (and channel) in the message.
+/// Rejects quant_min >= quant_max, naming the op.
 inline void check_fake_quantize_range(std::string_view op, std::int64_t quant_min, std::int64_t quant_max) {
   if (quant_min >= quant_max)
     throw value_error(std::string(op) + ": quant_min " + std::to_string(quant_min) + " must be below quant_max " +
                       std::to_string(quant_max));
 }
+/// Rejects a scale that is not positive and finite, or a zero point outside [quant_min, quant_max],
+/// naming the op and, for a channel, `where` ("[2]").
 inline void check_fake_quantize_qparams(std::string_view op, const std::string& where, double scale, std::int64_t zero_point,
                                         std::int64_t quant_min, std::int64_t quant_max) {
   if (!(scale > 0) || !std::isfinite(scale))

@@ -61,7 +61,7 @@ inline float moving_average(float a, float b, float c) {
   return a + step;
 }
 
-/// Scale and zero point as (1,)-shaped tensors.
+/// Scales and zero points as (n,)-shaped tensors, one element per channel.
 inline QParamsTensors as_tensors(const std::vector<ScaleZeroPoint>& q) {
   const auto n = static_cast<std::int64_t>(q.size());
   QParamsTensors t{Tensor::empty(Shape{n}, DType::float32, "observer"), Tensor::empty(Shape{n}, DType::int32, "observer")};
