@@ -5,6 +5,7 @@
 #include <tracemod/functional/astype.hpp>
 #include <tracemod/functional/conv.hpp>
 #include <tracemod/functional/elementwise.hpp>
+#include <tracemod/functional/fake_quantize.hpp>
 #include <tracemod/functional/fused_elementwise.hpp>
 #include <tracemod/functional/indexing.hpp>
 #include <tracemod/functional/layer_norm.hpp>

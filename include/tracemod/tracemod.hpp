@@ -8,5 +8,6 @@
 #include <tracemod/io/serialize.hpp>
 #include <tracemod/nn.hpp>
 #include <tracemod/passes.hpp>
+#include <tracemod/quant.hpp>
 #include <tracemod/trace.hpp>
 #include <tracemod/traced_module.hpp>

@@ -520,6 +520,87 @@ def norms(w):
         w.write(c, inputs, {"out": out}, {"num_groups": groups})
 
 
+# --- quantization ------------------------------------------------------------------------------
+
+def quantization(root):
+    """tests/data/quant/: observers fed batches in0, in1, ... (their final qparams in scale.npy and
+    zero_point.npy, zero points as float32), and fake quantization (in0 -> out). No manifest lines:
+    tests/nn/quant_goldens.cpp knows each case's arguments."""
+    from torch.ao.quantization import observer as obs
+    root.mkdir(parents=True, exist_ok=True)
+
+    def write(name, inputs, outputs):
+        for i, t in enumerate(inputs):
+            save(root / f"{name}.in{i}.npy", t)
+        for suffix, t in outputs.items():
+            save(root / f"{name}.{suffix}.npy", t)
+
+    def observed(name, observer, batches):
+        for b in batches:
+            observer(b)
+        scale, zero_point = observer.calculate_qparams()
+        write(name, batches, {"scale": scale, "zero_point": zero_point.to(torch.float32)})
+
+    def batches(name, *shape, n=3, scale=2.0):
+        c = Case("quant", name)
+        return [c.randn(*shape, scale=scale) + 0.3 * k for k in range(n)]
+
+    observed("minmax_affine_quint8", obs.MinMaxObserver(), batches("minmax_affine_quint8", 4, 5))
+    observed("minmax_symmetric_qint8", obs.MinMaxObserver(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric),
+             batches("minmax_symmetric_qint8", 4, 5))
+    observed("minmax_affine_qint8_reduce", obs.MinMaxObserver(dtype=torch.qint8, reduce_range=True),
+             batches("minmax_affine_qint8_reduce", 3, 7))
+    observed("minmax_symmetric_quint8", obs.MinMaxObserver(qscheme=torch.per_tensor_symmetric),
+             batches("minmax_symmetric_quint8", 2, 6))
+    observed("minmax_positive", obs.MinMaxObserver(), [Case("quant", "minmax_positive").uniform(3, 4, low=0.5, high=3.0)])
+    observed("moving_average", obs.MovingAverageMinMaxObserver(), batches("moving_average", 4, 6))
+    observed("moving_average_symmetric_qint8",
+             obs.MovingAverageMinMaxObserver(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric, averaging_constant=0.1),
+             batches("moving_average_symmetric_qint8", 4, 6))
+    observed("per_channel_symmetric_qint8",
+             obs.PerChannelMinMaxObserver(ch_axis=0, dtype=torch.qint8, qscheme=torch.per_channel_symmetric),
+             batches("per_channel_symmetric_qint8", 5, 3, 4))
+    observed("per_channel_affine_quint8_axis1", obs.PerChannelMinMaxObserver(ch_axis=1),
+             batches("per_channel_affine_quint8_axis1", 2, 4, 3))
+    # One batch whose extremes are integers: PyTorch 1.13 bins over [int(min), int(max)] (tracemod over
+    # [min, max]), the same range here. Outliers at both ends give the L2 search something to cut.
+    c = Case("quant", "histogram")
+    x = c.randn(2000, scale=0.7)
+    x[:3] = torch.tensor([-3.0, 5.0, 4.0])
+    observed("histogram", obs.HistogramObserver(), [x])
+    c = Case("quant", "histogram_symmetric_qint8")
+    x = c.randn(40, 50, scale=1.3)
+    x[0, :2] = torch.tensor([-6.0, 2.0])
+    observed("histogram_symmetric_qint8", obs.HistogramObserver(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric), [x])
+
+    # Batches re-binned onto a wider range ([-1, 2], then [-4, 2]: the union is a whole number of the
+    # old histogram's sub-bins, so PyTorch's integer-truncated histc range is the true one), then one
+    # inside it (added bin by bin).
+    c = Case("quant", "histogram_batches")
+    xs = []
+    for lo, hi in ((-1.0, 2.0), (-4.0, 2.0), (-2.0, 1.0)):
+        x = c.uniform(700, low=lo, high=hi)
+        x[:2] = torch.tensor([lo, hi])
+        xs.append(x)
+    h = obs.HistogramObserver()
+    observed("histogram_batches", h, xs)
+    save(root / "histogram_batches.histogram.npy", h.histogram)
+
+    for name, scale, zp, qmin, qmax in (("fake_quantize_qint8", 0.1, 3, -128, 127),
+                                        ("fake_quantize_quint8", 0.023529412, 128, 0, 255),
+                                        ("fake_quantize_narrow", 0.0625, 0, -127, 127)):
+        c = Case("quant", name)
+        x = c.randn(6, 50, scale=6.0)
+        x[0] = (torch.arange(50, dtype=torch.float32) - 25) * (scale / 2)  # halfway cases: round half to even
+        write(name, [x], {"out": torch.fake_quantize_per_tensor_affine(x, scale, zp, qmin, qmax)})
+    c = Case("quant", "fake_quantize_per_channel")
+    x = c.randn(2, 3, 4, 5, scale=3.0)
+    scale = torch.tensor([0.05, 0.1, 0.02], dtype=torch.float32)
+    zp = torch.tensor([0, 10, -5], dtype=torch.int32)
+    out = torch.fake_quantize_per_channel_affine(x, scale, zp, 1, -128, 127)
+    write("fake_quantize_per_channel", [x, scale, zp.to(torch.float32)], {"out": out})
+
+
 # --- numpy's own .npy files --------------------------------------------------------------------
 
 def npy_samples(root):
@@ -566,6 +647,7 @@ def main():
         section(w)
     w.finish()
     npy_samples(DATA / "npy")
+    quantization(DATA / "quant")
     files = list(DATA.rglob("*.npy"))
     size = sum(f.stat().st_size for f in files)
     print(f"{len(w.lines)} cases, {len(files)} files, {size / 1e6:.2f} MB in {DATA}")

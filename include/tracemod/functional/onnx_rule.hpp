@@ -83,6 +83,9 @@ class onnx_graph_builder {
   virtual std::string filled(double v, std::int64_t n) = 0;
   /// An int64 vector (Reshape's shape).
   virtual std::string ints(const std::vector<std::int64_t>& v, std::string_view base) = 0;
+  /// A rank-0 int8 (or, `is_unsigned`, uint8) constant: QuantizeLinear's zero point, whose type
+  /// states the quantized range.
+  virtual std::string zero_point(std::int64_t v, bool is_unsigned) = 0;
   /// Exports `cx`'s call as the registered function op whose kernel is fused function `function` (an
   /// index into fused_functions: elemwise.fused written out again, one node group per instruction).
   virtual void export_instruction(std::size_t function, onnx_export_context& cx) = 0;

@@ -105,6 +105,15 @@ class Emitter {
     for (std::int64_t x : v) t.add_int64_data(x);
     return name;
   }
+  /// A rank-0 int8 or uint8 constant (QuantizeLinear's zero point).
+  std::string zero_point(std::int64_t v, bool is_unsigned) {
+    const std::string name = fresh("zero_point");
+    proto::TensorProto& t = *graph_.add_initializer();
+    t.set_name(name);
+    t.set_data_type(is_unsigned ? proto::TensorProto::UINT8 : proto::TensorProto::INT8);
+    t.add_int32_data(static_cast<std::int32_t>(v));  // ONNX stores 8-bit integers in int32_data
+    return name;
+  }
   /// The ONNX value of a tensor or number operand.
   std::string value(const Operand& o) { return o.kind == Operand::Kind::scalar ? scalar(o.scalar) : o.name; }
 

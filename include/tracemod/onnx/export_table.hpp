@@ -38,6 +38,7 @@ class emitter_builder final : public functional::onnx_graph_builder {
   std::string scalar(double v) override { return e_.scalar(v); }
   std::string filled(double v, std::int64_t n) override { return e_.filled(v, n); }
   std::string ints(const std::vector<std::int64_t>& v, std::string_view base) override { return e_.ints(v, base); }
+  std::string zero_point(std::int64_t v, bool is_unsigned) override { return e_.zero_point(v, is_unsigned); }
 
   /// The first function op of the registry whose kernel is that instruction and that has a rule.
   void export_instruction(std::size_t function, functional::onnx_export_context& cx) override {
