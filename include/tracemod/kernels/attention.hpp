@@ -5,7 +5,9 @@
 
 #include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/detail/parallel_grain.hpp>
+#include <tracemod/kernels/detail/reduce_ops.hpp>
 #include <tracemod/kernels/gemm.hpp>
+#include <tracemod/kernels/simd.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -71,21 +73,28 @@ inline void attention_softmax_block(std::int64_t m, std::int64_t n, std::int64_t
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
   for (std::int64_t r = 0; r < m; ++r) {
     float* row = s + r * n;
-    float mx = row_max[r];
-    for (std::int64_t c = 0; c < n; ++c) mx = std::max(mx, row[c]);
+    const float mx = std::max(row_max[r], row_reduce<max_op>(row, static_cast<std::size_t>(n)));
     if (mx == neg_inf) {
       std::fill_n(row, n, 0.f);
       continue;
     }
     const float correction = std::exp(row_max[r] - mx);  // 0 when the old max is -inf
-    float sum = 0.f;
-    for (std::int64_t c = 0; c < n; ++c) {
+    const fbatch mb(mx);
+    fbatch lanes(0.f);
+    std::int64_t c = 0;
+    for (; c + static_cast<std::int64_t>(simd_width) <= n; c += static_cast<std::int64_t>(simd_width)) {
+      const fbatch e = xsimd::exp(fbatch::load_unaligned(row + c) - mb);
+      e.store_unaligned(row + c);
+      lanes += e;
+    }
+    float sum = xsimd::hadd(lanes);
+    for (; c < n; ++c) {
       row[c] = std::exp(row[c] - mx);
       sum += row[c];
     }
     if (correction != 1.f) {
       float* a = acc + r * ev;
-      for (std::int64_t c = 0; c < ev; ++c) a[c] *= correction;
+      for (std::int64_t j = 0; j < ev; ++j) a[j] *= correction;
     }
     row_sum[r] = row_sum[r] * correction + sum;
     row_max[r] = mx;
