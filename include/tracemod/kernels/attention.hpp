@@ -34,10 +34,12 @@ struct attention_geometry {
 
 namespace detail {
 
-/// Query rows and keys per block: a 64 x 128 score block (32 KiB) stays in L1/L2 next to the
-/// 64 x Ev accumulator.
-inline constexpr std::int64_t attention_query_block = 64;
-inline constexpr std::int64_t attention_key_block = 128;
+/// Query rows and keys per block: a 256 x 256 score block (256 KiB) stays in L2 next to the
+/// 256 x Ev accumulator. Each query block packs every key and value block for its GEMMs once, so
+/// taller query blocks repack k and v less often (at seq 512, d 64, 64 x 128 blocks take about
+/// 1.2x the time of the unfused chain, 256 x 256 blocks about 1x).
+inline constexpr std::int64_t attention_query_block = 256;
+inline constexpr std::int64_t attention_key_block = 256;
 
 /// The scratch of one query block: its scores, its output accumulator and the running max and sum
 /// of each row.
@@ -138,8 +140,8 @@ inline void attention_query_rows(const attention_geometry& g, const float* q, co
 }  // namespace detail
 
 /// out (batches, L, Ev) = softmax(q k^T * scale + mask, causal) v for each batch, q (L, E), k (S, E),
-/// v (S, Ev) row-major at the geometry's offsets. Each (batch, block of 64 query rows) item is
-/// computed whole by one thread in a fixed order (key blocks of 128, GEMMs on fixed shapes): the
+/// v (S, Ev) row-major at the geometry's offsets. Each (batch, block of 256 query rows) item is
+/// computed whole by one thread in a fixed order (key blocks of 256, GEMMs on fixed shapes): the
 /// same bits at any thread count.
 inline void scaled_dot_product_attention(const attention_geometry& g, const float* q, const float* k, const float* v,
                                          const float* mask, float* out) {
