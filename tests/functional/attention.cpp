@@ -70,6 +70,10 @@ TEST_CASE("functional: scaled_dot_product_attention gives the same bits at 1 to 
   const auto values = [](const Tensor& t) { return std::vector<float>(t.values<float>().begin(), t.values<float>().end()); };
   thread_counts::check_bit_identical("sdpa", [&] { return values(F::scaled_dot_product_attention(q, k, v, m)); });
   thread_counts::check_bit_identical("sdpa causal", [&] { return values(F::scaled_dot_product_attention(q, k, v, tmod::none, true)); });
+  // one (batch, query block) item: the threads can only split its GEMMs
+  const Tensor q1 = tmod::uniform({1, 200, 64}, -1.f, 1.f, 35), k1 = tmod::uniform({1, 300, 64}, -1.f, 1.f, 36);
+  const Tensor v1 = tmod::uniform({1, 300, 64}, -1.f, 1.f, 37);
+  thread_counts::check_bit_identical("sdpa one item", [&] { return values(F::scaled_dot_product_attention(q1, k1, v1)); });
 }
 
 TEST_CASE("functional: scaled_dot_product_attention refuses bad shapes, naming the op and the shapes") {
