@@ -3,6 +3,7 @@
 
 #include <tracemod/functional/activations.hpp>
 #include <tracemod/functional/astype.hpp>
+#include <tracemod/functional/attention.hpp>
 #include <tracemod/functional/conv.hpp>
 #include <tracemod/functional/elementwise.hpp>
 #include <tracemod/functional/fake_quantize.hpp>

@@ -14,6 +14,7 @@ once to float32, so they carry no float32 accumulation error of their own.
 It also writes tests/data/npy/: small arrays saved by numpy itself, read by tests/io/npy.cpp.
 """
 
+import math
 import pathlib
 import shutil
 import zlib
@@ -601,6 +602,48 @@ def quantization(root):
     write("fake_quantize_per_channel", [x, scale, zp.to(torch.float32)], {"out": out})
 
 
+# --- scaled_dot_product_attention --------------------------------------------------------------
+
+def attention(w):
+    # torch 1.13 has no F.scaled_dot_product_attention: its definition in float64,
+    # softmax(q @ k^T * scale + mask) @ v, causal as -inf above the diagonal.
+    # (name, q shape, k shape, v shape, mask shape or None, is_causal, scale or None)
+    cases = [
+        ("3d_l5_s7_e8_ev6", (2, 5, 8), (2, 7, 8), (2, 7, 6), None, False, None),
+        ("4d_h3_l6_s6_e4", (2, 3, 6, 4), (2, 3, 6, 4), (2, 3, 6, 4), None, False, None),
+        ("4d_mask_over_heads", (2, 3, 5, 8), (2, 3, 9, 8), (2, 3, 9, 8), (2, 1, 5, 9), False, None),
+        ("3d_mask_2d", (2, 4, 8), (2, 6, 8), (2, 6, 8), (4, 6), False, None),
+        ("4d_causal_l7_s9", (1, 2, 7, 8), (1, 2, 9, 8), (1, 2, 9, 5), None, True, None),
+        ("3d_scale", (2, 5, 8), (2, 5, 8), (2, 5, 8), None, False, 0.3),
+        ("4d_kv_broadcast", (2, 4, 6, 8), (1, 1, 7, 8), (1, 1, 7, 8), None, False, None),
+        ("3d_long_300", (2, 300, 16), (2, 300, 16), (2, 300, 16), None, False, None),
+        ("3d_long_300_causal", (1, 300, 16), (1, 300, 16), (1, 300, 12), None, True, None),
+        ("3d_long_200_300_mask", (1, 200, 8), (1, 300, 8), (1, 300, 8), (1, 200, 300), False, 0.5),
+    ]
+    for name, qs, ks, vs, ms, causal, scale in cases:
+        c = Case("scaled_dot_product_attention", name)
+        q, k, v = c.randn(*qs), c.randn(*ks), c.randn(*vs)
+        inputs = [q, k, v]
+        q64, k64, v64 = f64(q, k, v)
+        sc = scale if scale is not None else 1.0 / math.sqrt(qs[-1])
+        scores = q64 @ k64.transpose(-2, -1) * sc
+        if ms is not None:
+            mask = c.randn(*ms, scale=2.0)
+            inputs.append(mask)
+            scores = scores + mask.to(torch.float64)
+        if causal:
+            l, s = qs[-2], ks[-2]
+            hidden = torch.ones(l, s, dtype=torch.bool).triu(1)
+            scores = scores.masked_fill(hidden, float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ v64
+        params = {}
+        if causal:
+            params["is_causal"] = True
+        if scale is not None:
+            params["scale"] = scale
+        w.write(c, inputs, {"out": out}, params)
+
+
 # --- numpy's own .npy files --------------------------------------------------------------------
 
 def npy_samples(root):
@@ -643,7 +686,7 @@ def main():
     DATA.mkdir(parents=True, exist_ok=True)
     w = Writer(DATA)
     torch.set_grad_enabled(False)
-    for section in (elementwise, matmul, linear, conv2d, batch_norm, pooling, softmax, shape_ops, pad, reductions, norms):
+    for section in (elementwise, matmul, linear, conv2d, batch_norm, pooling, softmax, shape_ops, pad, reductions, norms, attention):
         section(w)
     w.finish()
     npy_samples(DATA / "npy")
