@@ -81,7 +81,8 @@ TEST_CASE("quant: FakeQuantize observes, then fake-quantizes with the observer's
   CHECK(calibration.observer().name() == "HistogramObserver");
   const M::FakeQuantize weight = Q::ema_fakequant_qconfig.weight();
   CHECK(weight.observer().scheme().dtype == Q::QuantDType::qint8_narrow());
-  const auto* ema = dynamic_cast<const Q::MovingAverageMinMaxObserver*>(&Q::ema_fakequant_qconfig.activation().observer());
+  const M::FakeQuantize activation = Q::ema_fakequant_qconfig.activation();  // owns the observer read below
+  const auto* ema = dynamic_cast<const Q::MovingAverageMinMaxObserver*>(&activation.observer());
   REQUIRE(ema != nullptr);
   CHECK(ema->averaging_constant() == 0.1f);
 }
