@@ -173,8 +173,8 @@ case "${1:-}" in
     shift
     /usr/bin/python3 tests/reference/zoo_export.py build/zoo "$@"
     mapfile -t models < <(/usr/bin/python3 -c 'import sys; sys.path.insert(0, "tests/reference"); import zoo_export; print("\n".join(sys.argv[1:] or zoo_export.MODELS))' "$@")
-    echo "| model | imported | rel err | optimize() | save → load | ONNX export → import | ms, 1 thread |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| model | imported | rel err | optimize() | save → load | ONNX export → import | ms | ms, optimize() |"
+    echo "|---|---|---|---|---|---|---|---|"
     ./build/release/bench/tracemod_zoo "${models[@]/#/build/zoo/}"
     ;;
   fuzz)  # fuzz [seconds, default 60]: the libFuzzer targets of tests/fuzz, ASan + UBSan (see run_fuzzers)

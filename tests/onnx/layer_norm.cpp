@@ -6,6 +6,7 @@
 #include <tracemod/functional.hpp>
 #include <tracemod/nn.hpp>
 #include <tracemod/onnx.hpp>
+#include <tracemod/passes.hpp>
 #include <tracemod/traced_module.hpp>
 
 #include <doctest/doctest.h>
@@ -103,6 +104,15 @@ TEST_CASE("onnx: below opset 17 layer_norm is written out, and the chain compute
   const tmod::TracedModule imported = tmod::onnx::import_model(model, {.dims = {{"batch", 2}}});
   CHECK(max_abs_diff(imported(input).tensor(), eager) < 1e-5);
   CHECK(text(imported).find("nn.layer_norm") == std::string::npos);
+  // FuseLayerNorm finds the three layer norms again; group_norm spreads its statistics to the channels
+  // before subtracting them, so its chain stays.
+  const tmod::TracedModule fused = tmod::optimize(imported, {"FuseLayerNorm"});
+  const std::string printed = text(fused);
+  std::size_t fused_calls = 0;
+  for (std::size_t at = printed.find("nn.layer_norm("); at != std::string::npos; at = printed.find("nn.layer_norm(", at + 1))
+    ++fused_calls;
+  CHECK(fused_calls == 3);
+  CHECK(max_abs_diff(fused(input).tensor(), eager) < 1e-5);
   // group_norm's reshapes fix no batch extent (0 copies it), so the model runs at any batch size
   std::map<std::string, std::int64_t> first_extent;
   for (const auto& t : model.graph().initializer())

@@ -1,7 +1,8 @@
 // The pass registry: every pass optimize() can run, by name, in registration order (the order
-// optimize() runs them in). The builtin passes come first, in MegEngine's order, then the fusions
-// beyond it (a conv's epilogue before elementwise chains, so that a relu after a conv joins the conv);
-// register_pass adds more after them.
+// optimize() runs them in). FuseLayerNorm comes first: NormElemWise rewrites x - y into x + (-y),
+// which hides the subtraction a written-out layer norm is recognised by. Then MegEngine's passes in
+// MegEngine's order, then the fusions beyond it (a conv's epilogue before elementwise chains, so that
+// a relu after a conv joins the conv); register_pass adds more after them.
 #pragma once
 
 #include <tracemod/core/error.hpp>
@@ -13,6 +14,7 @@
 #include <tracemod/passes/fuse_conv_bn.hpp>
 #include <tracemod/passes/fuse_conv_epilogue.hpp>
 #include <tracemod/passes/fuse_elemwise.hpp>
+#include <tracemod/passes/fuse_layer_norm.hpp>
 #include <tracemod/passes/norm_elemwise.hpp>
 #include <tracemod/passes/pass.hpp>
 
@@ -30,8 +32,9 @@ namespace passes {
 /// passes in one unit only (core/extern_template.hpp).
 template <class = void>
 std::vector<Pass> builtin_passes() {
-  return {attr_to_constant_pass(),   fold_constant_pass(), norm_elemwise_pass(),         fuse_conv_bn_pass(),
-          fuse_add_mul_pass(),       backward_fold_scale_pass(), fuse_conv_epilogue_pass(), fuse_elemwise_pass()};
+  return {fuse_layer_norm_pass(), attr_to_constant_pass(),    fold_constant_pass(),      norm_elemwise_pass(),
+          fuse_conv_bn_pass(),    fuse_add_mul_pass(),         backward_fold_scale_pass(), fuse_conv_epilogue_pass(),
+          fuse_elemwise_pass()};
 }
 TRACEMOD_EXTERN_TEMPLATE(std::vector<Pass> builtin_passes<void>())
 

@@ -64,6 +64,16 @@ inline Tensor map_tensor(const Tensor& t, const std::function<double(double)>& f
   return y;
 }
 
+/// The params of an op call, in the op's canonical order: its named args that are not operands.
+inline std::vector<Value> params_of(const graph::Expr& e) {
+  std::vector<Value> params;
+  for (const auto& named : e.named_args())
+    if (std::none_of(e.op()->operands.begin(), e.op()->operands.end(),
+                     [&](const functional::operand& o) { return o.name == named.first; }))
+      params.push_back(std::get<Value>(named.second));
+  return params;
+}
+
 /// Records new exprs right before `before`, numbering them after the hierarchy's last ids.
 class Builder {
  public:
@@ -87,12 +97,7 @@ class Builder {
   }
   /// The same call as `e` (an op call) with other operands.
   graph::Node* recall(const graph::Expr& e, const std::vector<graph::CallArg>& operands) {
-    std::vector<Value> params;
-    for (const auto& named : e.named_args())
-      if (std::none_of(e.op()->operands.begin(), e.op()->operands.end(),
-                       [&](const functional::operand& o) { return o.name == named.first; }))
-        params.push_back(std::get<Value>(named.second));
-    return call(*e.op(), operands, params);
+    return call(*e.op(), operands, params_of(e));
   }
   graph::ModuleNode* get_attr_module(graph::Node* base, std::string path, std::string module_type,
                                      std::string_view name) {
