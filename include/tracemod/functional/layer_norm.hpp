@@ -51,6 +51,26 @@ std::optional<Shape> optional_shape(const T& t) {
 }
 inline const Shape* shape_ptr(const std::optional<Shape>& s) { return s ? &*s : nullptr; }
 
+/// A normalisation's weight and bias data (null where absent), after checking x is float32 and the
+/// shapes are as Op::infer_shape wants them.
+struct affine_data {
+  const float* weight;
+  const float* bias;
+};
+template <class Op, class W, class B>
+affine_data checked_affine(const typename Op::params& p, const Tensor& x, const W& weight, const B& bias) {
+  require_float32(Op::target, "inp", x);
+  const affine_data data{optional_data(Op::target, "weight", weight), optional_data(Op::target, "bias", bias)};
+  const std::optional<Shape> sw = optional_shape(weight), sb = optional_shape(bias);
+  Op::infer_shape(p, x.shape(), shape_ptr(sw), shape_ptr(sb));
+  return data;
+}
+
+/// Mean, variance and normalisation: five operations per element, two more with weight and bias.
+constexpr op_cost norm_cost(const Shape& out, const Shape* weight, const Shape* bias) {
+  return flop_cost((5 + (weight ? 1 : 0) + (bias ? 1 : 0)) * out.numel());
+}
+
 /// The ONNX values of a normalisation over the axes `axes` of `x` (ReduceMean takes its axes as an
 /// attribute in the exporter's opsets, 13 to 17): x - mean, the mean and sqrt(var + eps), each
 /// with the reduced axes kept.
@@ -121,18 +141,13 @@ struct layer_norm_fn : op_base<layer_norm_fn> {
   }
   /// The normalised dims are static (checked against the example shapes); the others pass through.
   static Dims infer_dims(const params&, const ShapeDims& x, const ShapeDims*, const ShapeDims*) { return x.dims; }
-  /// Mean, variance and normalisation: five operations per element, two more with weight and bias.
   static constexpr op_cost cost(const params&, const Shape& out, const Shape&, const Shape* weight, const Shape* bias) {
-    return flop_cost((5 + (weight ? 1 : 0) + (bias ? 1 : 0)) * out.numel());
+    return detail::norm_cost(out, weight, bias);
   }
 
   template <class W, class B>
   static Tensor eager(const params& p, const Tensor& x, const W& weight, const B& bias) {
-    require_float32(target, "inp", x);
-    const float* w = detail::optional_data(target, "weight", weight);
-    const float* b = detail::optional_data(target, "bias", bias);
-    const std::optional<Shape> sw = detail::optional_shape(weight), sb = detail::optional_shape(bias);
-    infer_shape(p, x.shape(), detail::shape_ptr(sw), detail::shape_ptr(sb));
+    const auto [w, b] = detail::checked_affine<layer_norm_fn>(p, x, weight, bias);
     std::int64_t len = 1;
     for (std::int64_t d : p.normalized_shape) len *= d;
     Tensor y = Tensor::empty(x.shape(), DType::float32, target);
@@ -225,16 +240,12 @@ struct group_norm_fn : op_base<group_norm_fn> {
   }
   static Dims infer_dims(const params&, const ShapeDims& x, const ShapeDims*, const ShapeDims*) { return x.dims; }
   static constexpr op_cost cost(const params&, const Shape& out, const Shape&, const Shape* weight, const Shape* bias) {
-    return flop_cost((5 + (weight ? 1 : 0) + (bias ? 1 : 0)) * out.numel());
+    return detail::norm_cost(out, weight, bias);
   }
 
   template <class W, class B>
   static Tensor eager(const params& p, const Tensor& x, const W& weight, const B& bias) {
-    require_float32(target, "inp", x);
-    const float* w = detail::optional_data(target, "weight", weight);
-    const float* b = detail::optional_data(target, "bias", bias);
-    const std::optional<Shape> sw = detail::optional_shape(weight), sb = detail::optional_shape(bias);
-    infer_shape(p, x.shape(), detail::shape_ptr(sw), detail::shape_ptr(sb));
+    const auto [w, b] = detail::checked_affine<group_norm_fn>(p, x, weight, bias);
     const Shape& s = x.shape();
     std::int64_t inner = 1;
     for (std::size_t i = 2; i < s.rank(); ++i) inner *= s[i];
