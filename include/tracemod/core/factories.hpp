@@ -65,6 +65,8 @@ Tensor generate(const Shape& shape, DType dtype, std::string_view op, Fill fill)
   Tensor t = Tensor::empty(shape, dtype, op);
   if (dtype == DType::float32) {
     for (float& v : t.values<float>()) v = static_cast<float>(fill());
+  } else if (dtype == DType::boolean) {
+    for (bool& v : t.values<bool>()) v = static_cast<double>(fill()) != 0.0;
   } else {
     for (std::int32_t& v : t.values<std::int32_t>()) v = static_cast<std::int32_t>(fill());
   }
