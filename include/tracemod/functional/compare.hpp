@@ -236,9 +236,10 @@ struct where_fn : op_base<where_fn> {
   static Dims infer_dims(const params&, const ShapeDims& c, const ShapeDims& x, const ShapeDims& y) {
     return detail::broadcast_all_dims({&c, &x, &y}, target);
   }
-  /// x's dtype (the operands' dtypes: mask, x, y).
+  /// x's dtype (the operands' dtypes: mask, x, y); given one dtype, that one (the op takes any).
   static DType infer_dtype(const params*, std::span<const DType> in) {
-    return in.size() > 1 ? in[1] : DType::float32;
+    if (in.size() > 1) return in[1];
+    return in.empty() ? DType::float32 : in.front();
   }
 
   static Tensor eager(const params& p, const Tensor& c, const Tensor& x, const Tensor& y) {
