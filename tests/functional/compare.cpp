@@ -34,14 +34,15 @@ Tensor mask(std::initializer_list<int> v, const Shape& shape) {
   return tmod::tensor(std::span<const bool>(bits.data(), i), shape);
 }
 
-/// Checks y[i, j, k] == f(a[i, 0, k], b[j, k]) for the (2, 4, 3) broadcast of a and b.
-template <class T, class Fn>
+/// Checks y[i, j, k] == f(a[i, 0, k], b[j, k]) for the (2, 4, 3) broadcast of a and b (T: the
+/// operands' element type, R: the result's).
+template <class T, class R = bool, class Fn>
 void check_broadcast(const Tensor& y, const Tensor& x0, const Tensor& x1, Fn f) {
   REQUIRE(y.shape() == Shape{2, 4, 3});
   for (std::int64_t i = 0; i < 2; ++i)
     for (std::int64_t j = 0; j < 4; ++j)
       for (std::int64_t k = 0; k < 3; ++k)
-        CHECK(y.at<T>({i, j, k}) == f(x0.at<T>({i, 0, k}), x1.at<T>({j, k})));
+        CHECK(y.at<R>({i, j, k}) == f(x0.at<T>({i, 0, k}), x1.at<T>({j, k})));
 }
 
 }  // namespace
@@ -145,7 +146,7 @@ TEST_CASE("where: picks x where the mask holds, y elsewhere, broadcasting all th
 
 TEST_CASE("broadcast_to: repeats the operand along the stretched axes, any dtype") {
   const Tensor y = F::broadcast_to(a, {2, 4, 3});
-  check_broadcast<float>(y, a, b, [](float x, float) { return x; });
+  check_broadcast<float, float>(y, a, b, [](float x, float) { return x; });
   const Tensor m = F::broadcast_to(mask({1, 0}, {2, 1}), {3, 2, 2});
   for (std::int64_t i = 0; i < 3; ++i)
     for (std::int64_t j = 0; j < 2; ++j)

@@ -80,7 +80,7 @@ TEST_CASE("onnx: a BOOL input, where, the comparisons, the logical ops and Cast 
   CHECK(ops.at("Xor") == 2);
   CHECK(ops.at("Cast") == 3);
 
-  const tmod::TracedModule imported = tmod::onnx::import_model(model);
+  const tmod::TracedModule imported = tmod::onnx::import_model(model, {.dims = {{"batch", 2}}});
   const auto [biased, keep, x, odd] = net.forward(scores, mask);
   const tmod::Value got = imported(scores, mask);
   REQUIRE(got.size() == 4);
@@ -101,7 +101,7 @@ TEST_CASE("onnx import: a BOOL tensor into an op that computes in float32 is uns
   for (auto& n : *model.mutable_graph()->mutable_node())
     if (n.op_type() == "Where") n.set_op_type("Relu"), n.mutable_input()->DeleteSubrange(1, 2);
   try {
-    (void)tmod::onnx::import_model(model);
+    (void)tmod::onnx::import_model(model, {.dims = {{"batch", 2}}});
     FAIL("no error");
   } catch (const tmod::error& e) {
     CAPTURE(e.what());

@@ -84,7 +84,7 @@ TEST_CASE("trace_module: a bool mask input records where, the comparisons and th
   CHECK(text.find("tensor.broadcast_to(reshape_out, (2, 3, 5), )") != std::string::npos);
   CHECK(text.find("where_out = tensor.where(broadcast_to_out, ") != std::string::npos);
   CHECK(text.find("logical_not_out = elemwise.logical_not(broadcast_to_out, )") != std::string::npos);
-  CHECK(text.find("elemwise.greater_equal(scores, ") != std::string::npos);
+  CHECK(text.find("elemwise.greater_equal(x, const_tensor_1, )") != std::string::npos);
   CHECK(text.find("elemwise.logical_xor(logical_and_out, equal_out, )") != std::string::npos);
   CHECK(static_cast<const tmod::graph::TensorNode*>(traced.graph().inputs()[2])->dtype() == tmod::bool_);
   const auto* eq = traced.graph().get_function_by_type(F::equal).as_unique();
