@@ -204,7 +204,7 @@ std::vector<T> elements(const proto::TensorProto& t, const Field& field, std::si
     return out;
   }
   throw dtype_error(std::string(where) + ": tensor '" + t.name() + "' has element type " + elem_type_name(t.data_type()) +
-                    " (tracemod computes in float32)");
+                    " (tracemod holds float32, int32 and bool tensors)");
 }
 
 /// The values of an integer, bool or float TensorProto as doubles (shapes, axes, bounds), for the few inputs
