@@ -57,6 +57,10 @@ TEST_CASE("bool dtype: one byte per element, named bool, built by the factories 
   for (bool v : z.values<bool>()) CHECK(!v);
   for (bool v : o.values<bool>()) CHECK(v);
   CHECK(tmod::full({3}, 0.5, tmod::bool_).at<bool>({2}));
+  const Tensor lit = tmod::tensor({{true, false}, {false, true}});
+  REQUIRE(lit.dtype() == tmod::bool_);
+  CHECK(lit.at<bool>({0, 0}));
+  CHECK(!lit.at<bool>({1, 0}));
   CHECK_THROWS_AS((void)z.data<float>(), tmod::dtype_error);
 }
 
