@@ -52,6 +52,13 @@ Tensor padding_mask() {
   return tmod::tensor(std::span<const bool>(bits), Shape{2, 5});
 }
 
+/// x where a fixed bool mask (a constant of the graph) holds, -x elsewhere.
+struct ConstGate : tmod::Module {
+  Tensor fixed = tmod::tensor({true, false, true});
+  TM_MODULE(ConstGate)
+  auto forward(const auto& x) const { return F::where(tmod::constant(fixed), x, F::neg(x)); }
+};
+
 std::map<std::string, int> op_counts(const tmod::onnx::proto::ModelProto& m) {
   std::map<std::string, int> c;
   for (const auto& n : m.graph().node()) ++c[n.op_type()];
@@ -93,6 +100,20 @@ TEST_CASE("onnx: a BOOL input, where, the comparisons, the logical ops and Cast 
   for (std::int64_t b = 0; b < 2; ++b)
     for (std::int64_t s = 0; s < 5; ++s)
       CHECK((got[0].tensor().at({b, 1, s}) == -std::numeric_limits<float>::infinity()) == mask.at<bool>({b, s}));
+}
+
+TEST_CASE("onnx: a bool constant of the module exports as a BOOL initializer and imports back") {
+  ConstGate net;
+  const Tensor x = tmod::uniform({2, 3}, -1.f, 1.f, 52);
+  const auto model = tmod::onnx::to_onnx(tmod::trace_module(net, x), {.opset = 13});
+  CHECK_NOTHROW(tmod::onnx::proto::checker::check_model(model));
+  int bool_initializers = 0;
+  for (const auto& t : model.graph().initializer())
+    bool_initializers += t.data_type() == tmod::onnx::proto::TensorProto::BOOL ? 1 : 0;
+  CHECK(bool_initializers == 1);
+  const Tensor got = tmod::onnx::import_model(model, {.dims = {{"batch", 2}}})(x).tensor();
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 3; ++j) CHECK(got.at({i, j}) == (j != 1 ? x.at({i, j}) : -x.at({i, j})));
 }
 
 TEST_CASE("onnx import: a BOOL tensor into an op that computes in float32 is unsupported, naming it") {
