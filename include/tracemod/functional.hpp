@@ -4,6 +4,8 @@
 #include <tracemod/functional/activations.hpp>
 #include <tracemod/functional/astype.hpp>
 #include <tracemod/functional/attention.hpp>
+#include <tracemod/functional/broadcast_to.hpp>
+#include <tracemod/functional/compare.hpp>
 #include <tracemod/functional/conv.hpp>
 #include <tracemod/functional/elementwise.hpp>
 #include <tracemod/functional/fake_quantize.hpp>

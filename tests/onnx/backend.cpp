@@ -60,6 +60,10 @@ std::string first_problems(const std::string& what) {
 std::string compare(const tmod::Tensor& got, const tmod::Tensor& want) {
   if (got.shape() != want.shape() || got.dtype() != want.dtype())
     return "shape " + got.shape().to_string() + ", expected " + want.shape().to_string();
+  if (got.dtype() == tmod::DType::boolean)
+    return std::equal(got.values<bool>().begin(), got.values<bool>().end(), want.values<bool>().begin())
+               ? ""
+               : "bool values differ";
   if (got.dtype() == tmod::DType::int32)
     return std::equal(got.values<std::int32_t>().begin(), got.values<std::int32_t>().end(),
                       want.values<std::int32_t>().begin())

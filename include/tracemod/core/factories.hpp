@@ -20,11 +20,13 @@ namespace tracemod {
 namespace detail {
 
 template <class T>
-concept element_literal = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+concept element_literal = std::is_arithmetic_v<T>;
 
-/// Integral literals make int32 tensors (as MegEngine's Tensor([1, 2]) does); floating ones float32.
+/// The element type a literal of type T is stored as: bool literals make bool tensors, other
+/// integral ones int32 (as MegEngine's Tensor([1, 2]) does), floating ones float32.
 template <element_literal T>
-inline constexpr DType literal_dtype_v = std::is_integral_v<T> ? DType::int32 : DType::float32;
+using stored_literal_t =
+    std::conditional_t<std::is_same_v<T, bool>, bool, std::conditional_t<std::is_integral_v<T>, std::int32_t, float>>;
 
 /// Walks nested braces depth-first, recording the extents met first and rejecting ragged lists.
 template <class T>
@@ -52,7 +54,7 @@ struct nested_collector {
 
 template <class Elem, class L>
 Tensor tensor_from_braces(const std::initializer_list<L>& list) {
-  using Stored = std::conditional_t<std::is_integral_v<Elem>, std::int32_t, float>;
+  using Stored = stored_literal_t<Elem>;
   nested_collector<Stored> c;
   c.visit(list, 0);
   Tensor t = Tensor::empty(c.shape, dtype_of_v<Stored>, "tensor");
@@ -65,6 +67,8 @@ Tensor generate(const Shape& shape, DType dtype, std::string_view op, Fill fill)
   Tensor t = Tensor::empty(shape, dtype, op);
   if (dtype == DType::float32) {
     for (float& v : t.values<float>()) v = static_cast<float>(fill());
+  } else if (dtype == DType::boolean) {
+    for (bool& v : t.values<bool>()) v = static_cast<double>(fill()) != 0.0;
   } else {
     for (std::int32_t& v : t.values<std::int32_t>()) v = static_cast<std::int32_t>(fill());
   }
@@ -73,7 +77,8 @@ Tensor generate(const Shape& shape, DType dtype, std::string_view op, Fill fill)
 
 }  // namespace detail
 
-/// tensor({1.f, 2.f}), tensor({{1, 2}, {3, 4}}) (int32), ... up to rank 4 from braces.
+/// tensor({1.f, 2.f}), tensor({{1, 2}, {3, 4}}) (int32), tensor({true, false}) (bool), ... up to rank 4
+/// from braces.
 template <detail::element_literal T>
 [[nodiscard]] Tensor tensor(std::initializer_list<T> v) {
   return detail::tensor_from_braces<T>(v);

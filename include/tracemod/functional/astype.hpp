@@ -1,5 +1,5 @@
 // astype: a copy of a tensor converted to another dtype (MegEngine's and numpy's Tensor.astype), and
-// the DType param it takes (printed and saved by name: float32, int32).
+// the DType param it takes (printed and saved by name: float32, int32, bool).
 #pragma once
 
 #include <tracemod/core/dtype.hpp>
@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 
 namespace tracemod {
 
@@ -38,8 +39,9 @@ struct param_from_value<DType> {
     if (v.kind() == Value::Kind::string) {
       if (v.string() == dtype_name(DType::float32)) return DType::float32;
       if (v.string() == dtype_name(DType::int32)) return DType::int32;
+      if (v.string() == dtype_name(DType::boolean)) return DType::boolean;
     }
-    bad_param(op, name, "a dtype name (float32 or int32)", v);
+    bad_param(op, name, "a dtype name (float32, int32 or bool)", v);
   }
 };
 
@@ -54,6 +56,22 @@ inline std::int32_t float_to_int32(float v) noexcept {
 /// ONNX's TensorProto element types of the dtypes.
 inline constexpr std::int64_t onnx_float = 1;
 inline constexpr std::int64_t onnx_int32 = 6;
+inline constexpr std::int64_t onnx_bool = 9;
+
+inline constexpr std::int64_t onnx_type_of(DType d) noexcept {
+  return d == DType::int32 ? onnx_int32 : d == DType::boolean ? onnx_bool : onnx_float;
+}
+
+/// Element conversion as astype_fn defines it, From -> To.
+template <class To, class From>
+To convert_element(From v) noexcept {
+  if constexpr (std::is_same_v<To, bool>)
+    return v != From{};  // nonzero (NaN too) -> true
+  else if constexpr (std::is_same_v<To, std::int32_t> && std::is_same_v<From, float>)
+    return float_to_int32(v);
+  else
+    return static_cast<To>(v);  // int32 -> float rounds to nearest; bool -> 0 or 1
+}
 
 }  // namespace detail
 
@@ -66,7 +84,8 @@ struct astype_params {
 /// dtype is the same, as numpy's astype). int32 -> float32 rounds to nearest, ties to even (exact up
 /// to 2^24). float32 -> int32 truncates toward zero, as numpy, MegEngine and C do; where they leave
 /// the result undefined (x86 gives INT32_MIN), tracemod saturates: values at or beyond +-2^31 become
-/// INT32_MAX / INT32_MIN, and NaN becomes 0.
+/// INT32_MAX / INT32_MIN, and NaN becomes 0. To bool: nonzero (NaN included) is true, as numpy and
+/// PyTorch; from bool: true is 1.
 struct astype_fn : op_base<astype_fn> {
   static constexpr std::string_view name = "astype";
   static constexpr std::string_view target = "astype";
@@ -89,29 +108,38 @@ struct astype_fn : op_base<astype_fn> {
     if (x.dtype() == p.dtype) return x.clone();
     Tensor y = Tensor::empty(x.shape(), p.dtype, target);
     const auto n = static_cast<std::size_t>(x.numel());
-    if (p.dtype == DType::int32) {
-      const float* in = x.data<float>();
-      std::int32_t* out = y.data<std::int32_t>();
-      for (std::size_t i = 0; i < n; ++i) out[i] = detail::float_to_int32(in[i]);
-    } else {
-      const std::int32_t* in = x.data<std::int32_t>();
-      float* out = y.data<float>();
-      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
-    }
+    convert_as(x.dtype(), [&]<class From>(From) {
+      convert_as(p.dtype, [&]<class To>(To) {
+        const From* in = x.data<From>();
+        To* out = y.data<To>();
+        for (std::size_t i = 0; i < n; ++i) out[i] = detail::convert_element<To>(in[i]);
+      });
+    });
     return y;
   }
 
   static void onnx_export(onnx_export_context& cx, const params& p) {
-    cx.node("Cast", {cx.input(0).name}, {cx.output()},
-            {{"to", p.dtype == DType::int32 ? detail::onnx_int32 : detail::onnx_float}});
+    cx.node("Cast", {cx.input(0).name}, {cx.output()}, {{"to", detail::onnx_type_of(p.dtype)}});
   }
   static constexpr std::array onnx_import_types{std::string_view("Cast")};
   static constexpr std::array onnx_import_attributes{std::string_view("to"), std::string_view("saturate")};
   static void onnx_import(onnx_import_context& cx) {
     const std::int64_t to = cx.attr_int("to", 0);
-    if (to != detail::onnx_float && to != detail::onnx_int32)
-      cx.unsupported("Cast to element type " + std::to_string(to) + " (tracemod holds FLOAT and INT32)");
-    cx.bind(cx.call<astype_fn>({to == detail::onnx_int32 ? DType::int32 : DType::float32}, cx.tensor(0)));
+    if (to != detail::onnx_float && to != detail::onnx_int32 && to != detail::onnx_bool)
+      cx.unsupported("Cast to element type " + std::to_string(to) + " (tracemod holds FLOAT, INT32 and BOOL)");
+    const DType d = to == detail::onnx_int32 ? DType::int32 : to == detail::onnx_bool ? DType::boolean : DType::float32;
+    cx.bind(cx.call<astype_fn>({d}, cx.tensor(0)));
+  }
+
+ private:
+  /// Calls f(T{}) with T the element type of `d`.
+  template <class F>
+  static void convert_as(DType d, F&& f) {
+    switch (d) {
+      case DType::int32: return f(std::int32_t{});
+      case DType::boolean: return f(bool{});
+      case DType::float32: return f(float{});
+    }
   }
 };
 inline constexpr astype_fn astype{};

@@ -367,6 +367,8 @@ struct getitem_fn : op_base<getitem_fn> {
     Tensor y = Tensor::empty(out, x.dtype(), target);
     if (x.dtype() == DType::int32)
       detail::gather_plan(plan, x.shape(), x.data<std::int32_t>(), y.data<std::int32_t>());
+    else if (x.dtype() == DType::boolean)
+      detail::gather_plan(plan, x.shape(), x.data<bool>(), y.data<bool>());
     else
       detail::gather_plan(plan, x.shape(), x.data<float>(), y.data<float>());
     return y;

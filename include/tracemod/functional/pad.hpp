@@ -151,6 +151,8 @@ struct pad_fn : op_base<pad_fn> {
     Tensor y = Tensor::empty(out, x.dtype(), target);
     if (x.dtype() == DType::float32)
       kernels::pad(x.data<float>(), x.shape(), out, a.before.data(), mode, static_cast<float>(p.value), y.data<float>());
+    else if (x.dtype() == DType::boolean)
+      kernels::pad(x.data<bool>(), x.shape(), out, a.before.data(), mode, p.value != 0.0, y.data<bool>());
     else
       kernels::pad(x.data<std::int32_t>(), x.shape(), out, a.before.data(), mode, static_cast<std::int32_t>(p.value),
                    y.data<std::int32_t>());

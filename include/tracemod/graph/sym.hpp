@@ -400,8 +400,8 @@ TRACEMOD_SYM_COMPOUND_ASSIGNMENT(/, method_itruediv)
 namespace detail {
 [[noreturn]] inline void comparison_error(const Sym& s, const char* op) {
   throw graph_error("tmod::Sym: comparing " + s.describe() + " (operator" + op +
-                    ") has no value while the graph is recorded; use F::maximum / F::minimum, or branch on "
-                    "non-tensor arguments");
+                    ") has no value while the graph is recorded; use F::greater / F::equal / ... (bool tensors) "
+                    "with F::where, F::maximum / F::minimum, or branch on non-tensor arguments");
 }
 template <class A, class B>
 const Sym& sym_of(const A& a, const B& b) {

@@ -142,6 +142,13 @@ class Reader : json_fields {
       if (static_cast<std::size_t>(s.numel()) * itemsize(dt) > blobs_[b]->bytes())
         fail("shape " + s.to_string() + " " + std::string(dtype_name(dt)) + " needs more bytes than blob " + std::to_string(b) +
              " holds (" + std::to_string(blobs_[b]->bytes()) + ")");
+      if (dt == DType::boolean) {  // a byte other than 0 or 1 is no bool
+        const std::byte* p = blobs_[b]->data();
+        for (std::int64_t k = 0; k < s.numel(); ++k)
+          if (std::to_integer<unsigned>(p[k]) > 1)
+            fail("bool element " + std::to_string(k) + " is the byte " + std::to_string(std::to_integer<unsigned>(p[k])) +
+                 ", neither 0 nor 1");
+      }
       Tensor t = Tensor::from_storage(blobs_[b], s, dt);
       t.set_qparams(qparams(ts[i]));
       if (read_only(ts[i])) t.make_read_only();

@@ -1,6 +1,6 @@
 // NumPy .npy files: read versions 1.0/2.0/3.0, write version 1.0.
 //
-// Reads little-endian float32 and int32 arrays, and float64/int64 arrays converted to them (int64
+// Reads little-endian float32, int32 and bool ('|b1') arrays, and float64/int64 arrays converted to them (int64
 // values outside the int32 range and finite float64 values outside the float32 range are rejected). C order only. Writes exactly the bytes
 // numpy.save writes for the same array, data aligned to 64 bytes.
 #pragma once
@@ -49,9 +49,10 @@ struct npy_dtype {
   std::size_t itemsize;
   DType stored;
 };
-inline constexpr std::array<npy_dtype, 4> npy_dtypes{{
+inline constexpr std::array<npy_dtype, 5> npy_dtypes{{
     {"<f4", 4, DType::float32},
     {"<i4", 4, DType::int32},
+    {"|b1", 1, DType::boolean},
     {"<f8", 8, DType::float32},
     {"<i8", 8, DType::int32},
 }};
@@ -229,6 +230,17 @@ class npy_header_parser {
   return std::string(buf.data(), r.ptr);
 }
 
+/// Reads `count` numpy bools (one byte each, 0 or 1) at `src` into `dst`; format_error for another byte.
+inline void read_bools(const std::byte* src, std::size_t count, bool* dst, std::string_view source) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto v = std::to_integer<unsigned>(src[i]);
+    if (v > 1)
+      throw format_error("npy " + std::string(source) + ": bool byte " + std::to_string(v) + " at flat index " +
+                         std::to_string(i) + " is neither 0 nor 1");
+    dst[i] = v == 1;
+  }
+}
+
 /// Converts `count` elements of `Wide` at `src` (any alignment) into `Narrow` at `dst`.
 template <class Narrow, class Wide>
 void narrow_elements(const std::byte* src, std::size_t count, Narrow* dst, std::string_view source) {
@@ -307,6 +319,8 @@ void narrow_elements(const std::byte* src, std::size_t count, Narrow* dst, std::
     detail::narrow_elements<float, double>(data, count, t.data<float>(), source);
   else if (header.dtype.descr == "<i8")
     detail::narrow_elements<std::int32_t, std::int64_t>(data, count, t.data<std::int32_t>(), source);
+  else if (header.dtype.stored == DType::boolean)
+    detail::read_bools(data, count, t.data<bool>(), source);
   else if (count != 0)
     std::memcpy(header.dtype.stored == DType::float32 ? static_cast<void*>(t.data<float>())
                                                       : static_cast<void*>(t.data<std::int32_t>()),
@@ -317,7 +331,7 @@ void narrow_elements(const std::byte* src, std::size_t count, Narrow* dst, std::
 /// The bytes numpy.save writes for `t` (format version 1.0).
 [[nodiscard]] inline std::string to_npy_bytes(const Tensor& t) {
   if (!t.defined()) throw value_error("to_npy_bytes: the tensor is undefined (default-constructed)");
-  const std::string_view descr = t.dtype() == DType::float32 ? "<f4" : "<i4";
+  const std::string_view descr = t.dtype() == DType::float32 ? "<f4" : t.dtype() == DType::int32 ? "<i4" : "|b1";
   std::string dict = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " +
                      detail::python_tuple(t.shape()) + ", }";
   if (t.ndim() > 0) dict.append(detail::npy_growth_digits - std::to_string(t.shape()[0]).size(), ' ');
@@ -339,7 +353,8 @@ void narrow_elements(const std::byte* src, std::size_t count, Narrow* dst, std::
   out += static_cast<char>(dict.size() >> 8);
   out += dict;
   const char* data = t.dtype() == DType::float32 ? reinterpret_cast<const char*>(t.data<float>())
-                                                  : reinterpret_cast<const char*>(t.data<std::int32_t>());
+                     : t.dtype() == DType::int32 ? reinterpret_cast<const char*>(t.data<std::int32_t>())
+                                                 : reinterpret_cast<const char*>(t.data<bool>());
   out.append(data, t.nbytes());
   return out;
 }

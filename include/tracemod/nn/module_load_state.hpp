@@ -59,6 +59,8 @@ inline IncompatibleKeys Module::load_state_dict(const StateDict& dict, bool stri
     // memmove: the source may be this very tensor (loading a module's own state_dict).
     if (destination.dtype() == DType::float32)
       std::memmove(destination.data<float>(), source->data<float>(), destination.nbytes());
+    else if (destination.dtype() == DType::boolean)
+      std::memmove(destination.data<bool>(), source->data<bool>(), destination.nbytes());
     else
       std::memmove(destination.data<std::int32_t>(), source->data<std::int32_t>(), destination.nbytes());
   }

@@ -290,14 +290,15 @@ inline void import_nodes(Importer& im, const proto::GraphProto& pg, std::vector<
     if (im.is_static(v.name())) continue;
     const proto::TypeProto_Tensor& tt = v.type().tensor_type();
     const std::string where = "input '" + v.name() + "'";
-    if (!v.type().has_tensor_type() || (tt.elem_type() != proto::TensorProto::FLOAT && tt.elem_type() != proto::TensorProto::INT32)) {
+    if (!v.type().has_tensor_type() || !dtype_of_elem_type(tt.elem_type())) {
       problems.push_back(where + (v.type().has_tensor_type()
-                                      ? ": element type " + elem_type_name(tt.elem_type()) + " (tracemod computes in float32)"
+                                      ? ": element type " + elem_type_name(tt.elem_type()) +
+                                            " (tracemod holds FLOAT, INT32 and BOOL)"
                                       : ": not a tensor (sequences, maps and optionals are unsupported)"));
       failed.insert(v.name());
       continue;
     }
-    const DType dtype = tt.elem_type() == proto::TensorProto::INT32 ? DType::int32 : DType::float32;
+    const DType dtype = *dtype_of_elem_type(tt.elem_type());
     graph::TensorNode* in = g.add_tensor_input(v.name(), input_shape(v, options, symbols, dtype), dtype);
     if (options.dynamic_dims) {
       Dims d = to_dims(in->shape());

@@ -128,18 +128,20 @@ class Importer {
   [[nodiscard]] static const Shape& shape(const graph::Node* n) { return static_cast<const graph::TensorNode*>(n)->shape(); }
 
   /// Records a call of `op` with operands and params in canonical order; returns its output node.
-  /// An int32 tensor into an op that computes in float32 is refused here, naming the op.
+  /// An int32 or bool tensor into an op that computes in float32 is refused here, naming the op.
   graph::Node* call(const functional::op_entry& op, const std::vector<graph::CallArg>& operands,
                     const std::vector<Value>& params) {
     const std::array int32_in{DType::int32};
-    if (op.infer_dtype(nullptr, int32_in) != DType::int32)
+    if (op.infer_dtype(nullptr, int32_in) == DType::float32)
       for (const graph::CallArg& a : operands) {
         std::vector<graph::Node*> nodes;
         if (const auto* n = std::get_if<graph::Node*>(&a)) nodes.push_back(*n);
         if (const auto* l = std::get_if<std::vector<graph::Node*>>(&a)) nodes = *l;
         for (const graph::Node* n : nodes)
           if (n->is_tensor() && static_cast<const graph::TensorNode*>(n)->dtype() != DType::float32)
-            throw unsupported("element type INT32 into " + op.target + " (the op computes in float32)");
+            throw unsupported("element type " +
+                              elem_type_name(elem_type_of(static_cast<const graph::TensorNode*>(n)->dtype())) +
+                              " into " + op.target + " (the op computes in float32)");
       }
     return g_.create_op_call(op, operands, params)->output();
   }

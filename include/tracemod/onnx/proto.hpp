@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,7 +43,20 @@ namespace proto = ::onnx;
 }
 
 [[nodiscard]] inline std::int32_t elem_type_of(DType d) {
-  return d == DType::int32 ? proto::TensorProto::INT32 : proto::TensorProto::FLOAT;
+  switch (d) {
+    case DType::int32: return proto::TensorProto::INT32;
+    case DType::boolean: return proto::TensorProto::BOOL;
+    case DType::float32: break;
+  }
+  return proto::TensorProto::FLOAT;
+}
+
+/// The DType of an ONNX element type tracemod holds (FLOAT, INT32, BOOL), or nullopt.
+[[nodiscard]] inline std::optional<DType> dtype_of_elem_type(std::int32_t t) {
+  if (t == proto::TensorProto::FLOAT) return DType::float32;
+  if (t == proto::TensorProto::INT32) return DType::int32;
+  if (t == proto::TensorProto::BOOL) return DType::boolean;
+  return std::nullopt;
 }
 
 /// A TensorProto holding `t` (raw little-endian bytes, as PyTorch writes them).
@@ -50,8 +64,9 @@ inline void to_proto(const Tensor& t, const std::string& name, proto::TensorProt
   out.set_name(name);
   out.set_data_type(elem_type_of(t.dtype()));
   for (std::int64_t d : t.shape()) out.add_dims(d);
-  const auto* bytes = t.dtype() == DType::int32 ? static_cast<const void*>(t.data<std::int32_t>())
-                                                : static_cast<const void*>(t.data<float>());
+  const auto* bytes = t.dtype() == DType::int32     ? static_cast<const void*>(t.data<std::int32_t>())
+                      : t.dtype() == DType::boolean ? static_cast<const void*>(t.data<bool>())
+                                                    : static_cast<const void*>(t.data<float>());
   out.set_raw_data(std::string(static_cast<const char*>(bytes), t.nbytes()));  // tensors are contiguous
 }
 
@@ -164,7 +179,7 @@ std::vector<T> elements(const proto::TensorProto& t, const Field& field, std::si
 
 }  // namespace detail
 
-/// A float32 or int32 TensorProto as a tmod::Tensor; dtype_error for other element types, format_error
+/// A float32, int32 or bool TensorProto as a tmod::Tensor; dtype_error for other element types, format_error
 /// for malformed data (external data included: tracemod reads self-contained files only).
 [[nodiscard]] inline Tensor from_proto(const proto::TensorProto& t, std::string_view where) {
   detail::require_embedded(t, where);
@@ -181,8 +196,15 @@ std::vector<T> elements(const proto::TensorProto& t, const Field& field, std::si
     detail::copy_elements(t, t.int32_data(), n, out.data<std::int32_t>());
     return out;
   }
+  if (t.data_type() == proto::TensorProto::BOOL) {
+    const std::vector<std::uint8_t> v = detail::elements<std::uint8_t>(t, t.int32_data(), n);
+    Tensor out = Tensor::empty(s, DType::boolean, where);
+    bool* o = out.data<bool>();
+    for (std::size_t i = 0; i < n; ++i) o[i] = v[i] != 0;
+    return out;
+  }
   throw dtype_error(std::string(where) + ": tensor '" + t.name() + "' has element type " + elem_type_name(t.data_type()) +
-                    " (tracemod computes in float32)");
+                    " (tracemod holds float32, int32 and bool tensors)");
 }
 
 /// The values of an integer, bool or float TensorProto as doubles (shapes, axes, bounds), for the few inputs

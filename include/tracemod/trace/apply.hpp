@@ -220,7 +220,7 @@ using tracemod::operator/;
   bool operator op(const A&, const B&) {                                                                       \
     static_assert(::tracemod::detail::always_false_v<A, B>,                                                                \
                   "tmod::symbolic_trace: a comparison (==, <, ...) of symbolic tensors gives no bool while "           \
-                  "tracing; use F::maximum/F::minimum/F::relu, or the run-time tracer for data-dependent "             \
+                  "tracing; use F::greater/F::equal/... with F::where, F::maximum/F::minimum, or the run-time tracer for data-dependent "             \
                   "control flow");                                                                                     \
     return false;                                                                                              \
   }

@@ -1,0 +1,93 @@
+// broadcast_to: a copy of a tensor repeated along the axes numpy broadcasting would stretch
+// (MegEngine's F.broadcast_to, PyTorch's Tensor.expand to a full shape, ONNX's Expand). Any dtype.
+#pragma once
+
+#include <tracemod/core/dim.hpp>
+#include <tracemod/functional/onnx_rule.hpp>
+#include <tracemod/functional/op.hpp>
+#include <tracemod/functional/params.hpp>
+#include <tracemod/kernels/broadcast_map.hpp>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+namespace tracemod::functional {
+
+struct broadcast_to_params {
+  int_list shape;
+};
+
+/// `inp` broadcast to `shape`: inp's shape, right-aligned, must have each extent equal to the
+/// target's or 1.
+struct broadcast_to_fn : op_base<broadcast_to_fn> {
+  static constexpr std::string_view name = "broadcast_to";
+  static constexpr std::string_view target = "tensor.broadcast_to";
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr scale_rule scaling = scale_rule::linear;
+  static constexpr bool any_dtype = true;  // moves elements: every dtype alike
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
+  using params = broadcast_to_params;
+  static constexpr std::tuple fields{required("shape", &params::shape)};
+
+  static constexpr Shape infer_shape(const params& p, const Shape& x) {
+    Shape out;
+    for (std::int64_t d : p.shape) {
+      if (d < 0 || out.rank() == Shape::max_rank)
+        throw shape_error(std::string(target) + ": cannot broadcast " + x.to_string() + " to " + repr(p.shape) +
+                          " (extents must be >= 0, rank at most " + std::to_string(Shape::max_rank) + ")");
+      out.push_back(d);
+    }
+    if (x.rank() > out.rank() || broadcast_shapes(x, out, target) != out)
+      throw shape_error(std::string(target) + ": cannot broadcast " + x.to_string() + " to " + out.to_string());
+    return out;
+  }
+  static Dims infer_dims(const params& p, const ShapeDims&) { return Dims(p.shape.begin(), p.shape.end()); }
+
+  static Tensor eager(const params& p, const Tensor& x) {
+    require_defined(target, "inp", x);
+    const Shape out = infer_shape(p, x.shape());
+    Tensor y = Tensor::empty(out, x.dtype(), target);
+    const auto copy = [&]<class T>(T) {
+      kernels::broadcast_map(out, y.data<T>(), [](T v) { return v; }, {x.shape()}, x.data<T>());
+    };
+    switch (x.dtype()) {
+      case DType::int32: copy(std::int32_t{}); break;
+      case DType::boolean: copy(bool{}); break;
+      case DType::float32: copy(float{}); break;
+    }
+    return y;
+  }
+
+  static void onnx_export(onnx_export_context& cx, const params& p) {
+    const std::vector<std::int64_t> shape(p.shape.begin(), p.shape.end());
+    cx.node("Expand", {cx.input(0).name, cx.graph().ints(shape, "shape")}, {cx.output()});
+  }
+  /// Expand broadcasts both ways: the result is the broadcast of the input's shape and `shape`.
+  static constexpr std::array onnx_import_types{std::string_view("Expand")};
+  static constexpr std::array onnx_static_inputs{1};
+  static void onnx_import(onnx_import_context& cx) {
+    const onnx_value x = cx.tensor(0);
+    const std::vector<std::int64_t> s = cx.integers(1, "shape");
+    if (s.size() > Shape::max_rank) cx.unsupported("a shape of rank " + std::to_string(s.size()));
+    Shape want;
+    for (std::int64_t d : s) {
+      if (d < 0) cx.unsupported("a negative extent in shape " + ints_repr(s));
+      want.push_back(d);
+    }
+    const Shape out = broadcast_shapes(cx.shape(x), want, "Expand");
+    if (out == cx.shape(x)) return cx.bind(x, false);
+    int_list l;
+    for (std::int64_t d : out) l.push_back(d);
+    cx.bind(cx.call<broadcast_to_fn>({l}, x));
+  }
+};
+inline constexpr broadcast_to_fn broadcast_to{};
+TRACEMOD_REGISTER_BUILTIN_OP(broadcast_to_fn);
+
+}  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header
