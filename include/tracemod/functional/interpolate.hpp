@@ -110,7 +110,8 @@ struct interpolate_fn : op_base<interpolate_fn> {
     return y;
   }
 
-  /// ONNX's Resize (opset 13): roi omitted; scales [1, 1, s, s] for a scale factor, else sizes.
+  /// ONNX's Resize (opset 13): roi omitted; scales [1, 1, s, s] for a scale factor (without
+/// align_corners), else sizes.
   static void onnx_export(onnx_export_context& cx, const params& p);
   static constexpr std::array onnx_import_types{std::string_view("Resize"), std::string_view("Upsample")};
   static constexpr std::array onnx_import_attributes{
@@ -135,7 +136,8 @@ inline void interpolate_fn::onnx_export(onnx_export_context& cx, const params& p
         {"coordinate_transformation_mode", std::string(p.align_corners.value_or(false) ? "align_corners" : "half_pixel")});
   }
   std::vector<std::string> in{cx.input(0).name, ""};
-  if (p.scale_factor) {
+  // align_corners reads no scale in PyTorch, but ONNX's would stretch to the unrounded in * scale
+  if (p.scale_factor && !p.align_corners.value_or(false)) {
     const auto s = static_cast<float>(*p.scale_factor);
     if (static_cast<double>(s) != *p.scale_factor)
       cx.refuse("scale_factor " + repr(*p.scale_factor) + " is not a float32 value, which Resize's scales hold");
@@ -170,7 +172,7 @@ struct onnx_resize_axis {
 /// coordinates and round_prefer_floor/ceil when every scale is a whole factor >= 1 (where both pick
 /// the same pixel); linear with half_pixel, with pytorch_half_pixel on output extents above 1, or
 /// with align_corners. Scales equal on H and W (and 1 on N and C) import as a scale_factor, others
-/// as the output size.
+/// as the output size where they give whole extents (as align_corners needs).
 inline void interpolate_fn::onnx_import(onnx_import_context& cx) {
   const onnx_value x = cx.tensor(0);
   const Shape& s = cx.shape(x);
@@ -230,10 +232,23 @@ inline void interpolate_fn::onnx_import(onnx_import_context& cx) {
   } else {
     cx.unsupported("attribute mode '" + mode + "' (supported: nearest, linear)");
   }
-  if (!scales.empty() && axes[2].scale == axes[3].scale)
+  // Where a scale gives an extent that is not whole, ONNX's coordinates use the scale itself (and
+  // align_corners the unrounded extent), PyTorch's the scale factor: only one factor carries over.
+  const auto exact = [](const onnx_resize_axis& a) {
+    return static_cast<double>(a.in) * a.scale == static_cast<double>(a.out);
+  };
+  const bool exact_hw = scales.empty() || (exact(axes[2]) && exact(axes[3]));
+  if (p.align_corners && !exact_hw)
+    cx.unsupported("coordinate_transformation_mode 'align_corners' with scales that do not give whole extents (" +
+                   s.to_string() + " scaled by " + repr(axes[2].scale) + ", " + repr(axes[3].scale) + ")");
+  if (!scales.empty() && axes[2].scale == axes[3].scale) {
     p.scale_factor = axes[2].scale;
-  else
+  } else {
+    if (!exact_hw)
+      cx.unsupported("scales " + repr(axes[2].scale) + " and " + repr(axes[3].scale) + " on H and W of " + s.to_string() +
+                     " (interpolate takes one scale factor, and these do not give whole extents)");
     p.size = pair2{axes[2].out, axes[3].out};
+  }
   cx.bind(cx.call<interpolate_fn>(p, x));
 }
 
