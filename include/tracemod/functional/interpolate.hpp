@@ -21,10 +21,10 @@
 namespace tracemod::functional {
 
 struct interpolate_params {
-  std::optional<pair2> size;            ///< the output (H, W); exactly one of size and scale_factor
-  std::optional<double> scale_factor;   ///< the same factor for H and W
-  std::string mode = "nearest";         ///< "nearest" or "bilinear"
-  std::optional<bool> align_corners;    ///< bilinear only; None means False
+  std::optional<pair2> size{};           ///< the output (H, W); exactly one of size and scale_factor
+  std::optional<double> scale_factor{};  ///< the same factor for H and W
+  std::string mode = "nearest";          ///< "nearest" or "bilinear"
+  std::optional<bool> align_corners{};   ///< bilinear only; None means False
 };
 
 /// Resizes the two trailing axes of an NCHW tensor, as PyTorch's F.interpolate.
