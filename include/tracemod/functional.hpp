@@ -11,6 +11,7 @@
 #include <tracemod/functional/fake_quantize.hpp>
 #include <tracemod/functional/fused_elementwise.hpp>
 #include <tracemod/functional/indexing.hpp>
+#include <tracemod/functional/interpolate.hpp>
 #include <tracemod/functional/layer_norm.hpp>
 #include <tracemod/functional/linalg.hpp>
 #include <tracemod/functional/normalization.hpp>

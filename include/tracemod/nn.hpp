@@ -25,4 +25,5 @@
 #include <tracemod/nn/pooling.hpp>
 #include <tracemod/nn/reflection.hpp>
 #include <tracemod/nn/sequential.hpp>
+#include <tracemod/nn/upsample.hpp>
 #include <tracemod/nn/state_dict.hpp>

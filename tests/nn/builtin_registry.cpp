@@ -33,7 +33,7 @@ TEST_CASE("builtin registry: the registered types are the classes declaring TM_B
   const std::set<std::string> declared = library_builtins::declared_in_headers();
   for (const char* name : {"Conv2d", "BatchNorm2d", "Linear", "ReLU", "ReLU6", "Identity", "MaxPool2d", "AvgPool2d",
                            "AdaptiveAvgPool2d", "Flatten", "Elemwise", "Dropout", "ConvBn2d", "ConvBnRelu2d", "GELU", "SiLU",
-                           "Hardswish", "Hardsigmoid", "LeakyReLU", "LayerNorm", "GroupNorm"})
+                           "Hardswish", "Hardsigmoid", "LeakyReLU", "LayerNorm", "GroupNorm", "Upsample"})
     CHECK_MESSAGE(declared.contains(name), name);
   const std::vector<std::string> names = M::builtin_registry::instance().type_names();
   const std::set<std::string> registered(names.begin(), names.end());
@@ -62,6 +62,9 @@ TEST_CASE("builtin registry: config -> from_config -> config round-trips for eve
   samples.push_back(std::make_unique<M::AvgPool2d>(2, M::AvgPool2dOptions{.count_include_pad = false}));
   samples.push_back(std::make_unique<M::AdaptiveAvgPool2d>(tmod::functional::pair2{3, 2}));
   samples.push_back(std::make_unique<M::Flatten>(2, 3));
+  samples.push_back(std::make_unique<M::Upsample>(tmod::functional::interpolate_params{.scale_factor = 1.5, .mode = "bilinear",
+                                                                                     .align_corners = true}));
+  samples.push_back(std::make_unique<M::Upsample>(tmod::functional::pair2{5, 7}));
   samples.push_back(std::make_unique<M::Elemwise>("fuse_add_tanh"));
   samples.push_back(std::make_unique<M::Dropout>(0.125));
   samples.push_back(std::make_unique<M::ConvBn2d>(2, 4, 1, M::Conv2dOptions{.bias = false},
@@ -104,6 +107,8 @@ TEST_CASE("builtin registry: the config keys saved files hold") {
         std::vector<std::string>{"num_features", "eps", "momentum", "affine", "track_running_stats"});
   CHECK(keys(M::Linear(1, 1).config()) == std::vector<std::string>{"in_features", "out_features", "bias"});
   CHECK(keys(M::LayerNorm(4).config()) == std::vector<std::string>{"normalized_shape", "eps", "elementwise_affine"});
+  CHECK(keys(M::Upsample(tmod::functional::pair2{2, 3}).config()) ==
+        std::vector<std::string>{"size", "scale_factor", "mode", "align_corners"});
   CHECK(keys(M::GroupNorm(2, 4).config()) == std::vector<std::string>{"num_groups", "num_channels", "eps", "affine"});
   CHECK(keys(M::MaxPool2d(2).config()) ==
         std::vector<std::string>{"kernel_size", "stride", "padding", "dilation", "ceil_mode"});

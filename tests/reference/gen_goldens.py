@@ -433,6 +433,60 @@ def pad(w):
         w.write(c, [x], {"out": out}, kwargs)
 
 
+# --- interpolate -------------------------------------------------------------------------------
+
+def interpolate(w):
+    # (name, shape, size or None, scale_factor or None, mode, align_corners or None). The reference
+    # runs PyTorch's float32 kernel on the float32 input: its source indices and weights are
+    # computed in the input's precision, so a float64 run would pick other weights (and, for
+    # nearest, possibly other pixels). Every input has C > 1: with C == 1 a contiguous tensor is also
+    # channels-last, and PyTorch runs another kernel on it (one that copies kept extents).
+    cases = [
+        ("nearest_size_up", (1, 2, 5, 7), (8, 11), None, "nearest", None),
+        ("nearest_size_down", (2, 3, 5, 7), (3, 4), None, "nearest", None),
+        ("nearest_size_double", (1, 2, 5, 7), (10, 14), None, "nearest", None),
+        ("nearest_size_same", (1, 2, 5, 7), (5, 7), None, "nearest", None),
+        ("nearest_scale_2", (2, 2, 3, 5), None, 2.0, "nearest", None),
+        ("nearest_scale_1.5", (1, 3, 5, 7), None, 1.5, "nearest", None),
+        ("nearest_scale_0.5", (1, 3, 9, 7), None, 0.5, "nearest", None),
+        ("nearest_scale_3", (1, 2, 4, 3), None, 3.0, "nearest", None),
+        ("nearest_scale_0.3", (1, 2, 11, 13), None, 0.3, "nearest", None),
+        # extents kept or doubled by a factor that is not 1 or 2: PyTorch's nearest still reads
+        # floor(dst / factor) there, its bilinear copies a kept extent
+        ("nearest_scale_1.2_same", (1, 2, 3, 4), None, 1.2, "nearest", None),
+        ("nearest_scale_2.1_double", (1, 2, 5, 6), None, 2.1, "nearest", None),
+        ("bilinear_scale_1.2_same", (1, 2, 3, 4), None, 1.2, "bilinear", None),
+        ("bilinear_scale_2.1", (1, 2, 5, 6), None, 2.1, "bilinear", None),
+        ("bilinear_size_up", (1, 2, 5, 7), (8, 11), None, "bilinear", None),
+        ("bilinear_size_down", (2, 3, 9, 7), (4, 3), None, "bilinear", None),
+        ("bilinear_size_row", (1, 2, 5, 7), (1, 3), None, "bilinear", None),
+        ("bilinear_scale_2", (2, 2, 3, 5), None, 2.0, "bilinear", None),
+        ("bilinear_scale_1.5", (1, 3, 5, 7), None, 1.5, "bilinear", None),
+        ("bilinear_scale_0.5", (1, 3, 9, 7), None, 0.5, "bilinear", None),
+        ("bilinear_scale_0.3", (1, 2, 11, 13), None, 0.3, "bilinear", None),
+        ("bilinear_align_size_up", (1, 2, 5, 7), (8, 11), None, "bilinear", True),
+        ("bilinear_align_size_down", (2, 3, 9, 7), (4, 3), None, "bilinear", True),
+        ("bilinear_align_size_row", (1, 2, 5, 7), (1, 5), None, "bilinear", True),
+        ("bilinear_align_scale_1.5", (1, 3, 5, 7), None, 1.5, "bilinear", True),
+        ("bilinear_align_scale_0.5", (1, 3, 9, 7), None, 0.5, "bilinear", True),
+        ("bilinear_align_false_scale_2", (1, 2, 4, 4), None, 2.0, "bilinear", False),
+    ]
+    for name, shape, size, scale, mode, align in cases:
+        c = Case("interpolate", name)
+        x = c.randn(*shape)
+        kwargs = {}
+        if size is not None:
+            kwargs["size"] = size
+        if scale is not None:
+            kwargs["scale_factor"] = scale
+        if mode != "nearest":
+            kwargs["mode"] = mode
+        if align is not None:
+            kwargs["align_corners"] = align
+        out = F.interpolate(x, **kwargs)
+        w.write(c, [x], {"out": out}, kwargs)
+
+
 # --- reductions --------------------------------------------------------------------------------
 
 def reductions(w):
@@ -686,7 +740,7 @@ def main():
     DATA.mkdir(parents=True, exist_ok=True)
     w = Writer(DATA)
     torch.set_grad_enabled(False)
-    for section in (elementwise, matmul, linear, conv2d, batch_norm, pooling, softmax, shape_ops, pad, reductions, norms, attention):
+    for section in (elementwise, matmul, linear, conv2d, batch_norm, pooling, softmax, shape_ops, pad, interpolate, reductions, norms, attention):
         section(w)
     w.finish()
     npy_samples(DATA / "npy")

@@ -89,6 +89,10 @@ const std::map<std::string, std::function<void()>>& samples() {
       {"AvgPool2d", [] { check_builtin(M::AvgPool2d(2, {.ceil_mode = true})); }},
       {"AdaptiveAvgPool2d", [] { check_builtin(M::AdaptiveAvgPool2d(pair2{2, 3})); }},
       {"Flatten", [] { check_builtin(M::Flatten(1, 2)); }},
+      {"Upsample", [] {
+         check_builtin(M::Upsample({.scale_factor = 1.5}));
+         check_builtin(M::Upsample(pair2{4, 9}, "bilinear", true));
+       }},
       {"Elemwise", [] { check_builtin<2>(M::Elemwise("FUSE_ADD_RELU")); }},
       {"Dropout", [] { check_builtin(M::Dropout(0.5)); }},
       {"ConvBn2d", [] { check_builtin(M::ConvBn2d(3, 4, 1)); }},
