@@ -7,6 +7,7 @@
 #include <tracemod/traced_module.hpp>
 
 #include <doctest/doctest.h>
+#include <same_bytes.hpp>
 
 #include <array>
 #include <cstring>
@@ -24,12 +25,7 @@ namespace F = tracemod::functional;
 using tmod::Shape;
 using tmod::Tensor;
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  const void* pa = a.dtype() == tmod::bool_ ? static_cast<const void*>(a.data<bool>()) : a.data<float>();
-  const void* pb = b.dtype() == tmod::bool_ ? static_cast<const void*>(b.data<bool>()) : b.data<float>();
-  return std::memcmp(pa, pb, a.nbytes()) == 0;
-}
+using tmod_test::same_bytes;
 
 Tensor bools(std::span<const bool> v, const Shape& s) { return tmod::tensor(v, s); }
 
