@@ -27,6 +27,7 @@ using tmod::Tensor;
 
 using serialize_test::round_trip;
 using serialize_test::same_bits;
+using serialize_test::output_dims;
 using serialize_test::text;
 
 /// Each mode once through the functional form, then the module: (N, 3, H, W) -> (N, 3, 2 * 9, 2 * 7).
@@ -56,10 +57,6 @@ struct Wrapped : tmod::Module {
 };
 
 const Tensor input = tmod::uniform({2, 3, 5, 6}, -1.f, 1.f, 81);
-
-std::string output_dims(const tmod::TracedModule& t) {
-  return static_cast<const tmod::graph::TensorNode*>(t.graph().outputs()[0])->shape_text();
-}
 
 }  // namespace
 

@@ -26,6 +26,7 @@ using tmod::Tensor;
 
 using serialize_test::round_trip;
 using serialize_test::same_bits;
+using serialize_test::output_dims;
 using serialize_test::text;
 
 /// (N, 4, 5, 6): the functions with and without affine operands, then the modules.
@@ -45,10 +46,6 @@ struct Norms : tmod::Module {
 };
 
 const Tensor input = tmod::uniform({2, 4, 5, 6}, -2.f, 2.f, 41);
-
-std::string output_dims(const tmod::TracedModule& t) {
-  return static_cast<const tmod::graph::TensorNode*>(t.graph().outputs()[0])->shape_text();
-}
 
 }  // namespace
 

@@ -27,6 +27,7 @@ using tmod::Tensor;
 
 using serialize_test::round_trip;
 using serialize_test::same_bits;
+using serialize_test::output_dims;
 using serialize_test::text;
 
 /// Each mode once, then a pooling that counts the padding: (N, C, H, W) -> (N, C, H + 2, W + 5).
@@ -46,10 +47,6 @@ struct One : tmod::Module {
 };
 
 const Tensor input = tmod::uniform({2, 3, 5, 6}, -1.f, 1.f, 51);
-
-std::string output_dims(const tmod::TracedModule& t) {
-  return static_cast<const tmod::graph::TensorNode*>(t.graph().outputs()[0])->shape_text();
-}
 
 }  // namespace
 

@@ -1,5 +1,5 @@
 // What the save/load tests of single ops compare with: the bits of two tensors, a traced module
-// saved to bytes and loaded back, and a graph's printed text.
+// saved to bytes and loaded back, a graph's printed text and its output's symbolic shape.
 #pragma once
 
 #include <tracemod/core/tensor.hpp>
@@ -31,6 +31,11 @@ inline std::string text(const tracemod::TracedModule& m) {
   std::ostringstream os;
   os << m.graph();
   return os.str();
+}
+
+/// The symbolic shape of the top graph's first output, as it prints ("(batch, 3, H*2, W*2)").
+inline std::string output_dims(const tracemod::TracedModule& m) {
+  return static_cast<const tracemod::graph::TensorNode*>(m.graph().outputs()[0])->shape_text();
 }
 
 }  // namespace serialize_test
