@@ -91,4 +91,21 @@ TEST_CASE("ONNX: ResNet-18 and MobileNetV2 exported with dynamic N, H, W equal P
   check_round_trip_against_pytorch(mobilenet, "mobilenet_v2");
 }
 
+/// The same two nets exported by torch.onnx with dynamic_axes {input: {0: batch, 2: height,
+/// 3: width}} (gen_dynamic_shapes.py), imported once with dynamic_dims: PyTorch's outputs at every
+/// batch and image size.
+TEST_CASE("ONNX: torch.onnx exports with dynamic_axes import with dynamic dims and equal PyTorch at three shapes") {
+  for (const std::string model : {"resnet18", "mobilenet_v2"}) {
+    const tmod::TracedModule t = tmod::onnx::import_model(
+        golden::data_dir() / "dynamic_shapes" / (model + "_torch_dynamic.onnx"),
+        {.dims = {{"batch", 1}, {"height", 32}, {"width", 32}}, .dynamic_dims = true});
+    CHECK(static_cast<const tmod::graph::TensorNode*>(t.graph().outputs()[0])->shape_text() == "(batch, 10)");
+    for (const golden::dynamic_case& c : golden::dynamic_cases) {
+      const tmod::Tensor expected = golden::dynamic_output(model, c);
+      golden::check_close(t(golden::sine_input(c.batch, c.size)).tensor(), expected, 1e-4,
+                          1e-4 * golden::max_abs(expected), golden::dynamic_case_name(model, c) + " from torch.onnx");
+    }
+  }
+}
+
 }  // namespace tmod_test_onnx_dynamic_shapes
