@@ -13,7 +13,9 @@
 #include <tracemod/kernels/detail/int8_gemm_store.hpp>
 #include <tracemod/kernels/detail/parallel_grain.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <optional>

@@ -21,9 +21,11 @@
 
 #include <tracemod/kernels/detail/int8_gemm_store.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 // g++ 12 reports -W(maybe-)uninitialized inside its own AVX-512 intrinsics (_mm512_undefined_*);
@@ -184,7 +186,7 @@ struct int8_isa_avx512_vnni {
       }
     }
     const auto mask_of = [](std::int64_t n) {
-      return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
+      return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? __mmask16{0} : static_cast<__mmask16>((1u << n) - 1u);
     };
     const __mmask16 m0 = mask_of(cols), m1 = mask_of(cols - 16);
 #pragma GCC unroll 8
