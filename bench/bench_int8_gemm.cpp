@@ -1,0 +1,159 @@
+// The int8 GEMM (kernels/int8_gemm.hpp): throughput at 1 and 2 threads against the int8 peak of the
+// cores used, measured in the same run the way machine_limits.hpp measures the FMA peak (independent
+// chains of the micro-kernel's multiply-add instruction); and the cost of the requantizing epilogue
+// at a convolution's shape (ResNet's 3x3 64-channel layer on a 56x56 plane as im2col: m = 56 * 56,
+// n = 64, k = 576), raw int32 output against requantized uint8, alternated in one benchmark.
+#include "machine_limits.hpp"
+#include "smoke.hpp"
+#include "threads.hpp"
+
+#include <tracemod/kernels/int8_gemm.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace tmod_bench_int8_gemm {
+
+namespace {
+
+namespace kern = tracemod::kernels;
+
+/// Independent accumulator chains of the peak probe: latency x ports of vpdpbusd (5 x 2) and more.
+constexpr std::size_t peak_chains = 12;
+
+/// Multiply-add throughput of one core in int8 operations per second (2 per multiply-add), through
+/// the instruction of the micro-kernel this target compiles: vpdpbusd (64 u8 x s8 products per
+/// 512-bit instruction) or vpmaddwd + vpaddd (16 products per 256-bit pair); 0 for the scalar kernel.
+template <std::size_t... J>
+double int8_peak_gops(std::index_sequence<J...>) {
+  [[maybe_unused]] constexpr std::int64_t iterations = std::int64_t{1} << 22;
+  double best = 0;
+  for (int rep = 0; rep < 7; ++rep) {
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+    const __m512i a = _mm512_set1_epi32(0x01020304), b = _mm512_set1_epi32(0x01ff01ff);
+    __m512i acc[] = {_mm512_set1_epi32(static_cast<int>(J))...};
+    const double start = tracemod::bench::detail::cpu_seconds();
+    for (std::int64_t i = 0; i < iterations; ++i) ((acc[J] = kern::detail::int8_isa_avx512_vnni::dpbusd(acc[J], a, b)), ...);
+    const double seconds = tracemod::bench::detail::cpu_seconds() - start;
+    benchmark::DoNotOptimize(acc);
+    best = std::max(best, 2.0 * 64 * sizeof...(J) * static_cast<double>(iterations) / seconds * 1e-9);
+#elif defined(__AVX2__)
+    const __m256i a = _mm256_set1_epi32(0x00030004), b = _mm256_set1_epi32(0x0001ffff);
+    __m256i acc[] = {_mm256_set1_epi32(static_cast<int>(J))...};
+    const double start = tracemod::bench::detail::cpu_seconds();
+    for (std::int64_t i = 0; i < iterations; ++i) ((acc[J] = _mm256_add_epi32(acc[J], _mm256_madd_epi16(a, b))), ...);
+    const double seconds = tracemod::bench::detail::cpu_seconds() - start;
+    benchmark::DoNotOptimize(acc);
+    best = std::max(best, 2.0 * 16 * sizeof...(J) * static_cast<double>(iterations) / seconds * 1e-9);
+#endif
+  }
+  return best;
+}
+
+/// Measured on first use, once per process.
+double int8_peak() {
+  static const double peak = int8_peak_gops(std::make_index_sequence<peak_chains>{});
+  return peak;
+}
+
+void BM_int8_peak(benchmark::State& state) {
+  const double peak = int8_peak();
+  for (auto _ : state) benchmark::DoNotOptimize(peak);
+  state.counters["int8_peak_gops"] = peak;
+  state.SetLabel(kern::detail::int8_isa::name);
+}
+
+/// A (m x k uint8), B (k x n int8, packed), per-channel multipliers and an int32 bias.
+struct int8_operands {
+  std::int64_t m, n, k;
+  std::vector<std::uint8_t> a;
+  std::vector<std::int8_t> b;
+  std::vector<float> multiplier;
+  std::vector<std::int32_t> bias;
+  kern::int8_packed_b packed;
+
+  static std::vector<std::int8_t> weights(std::int64_t k, std::int64_t n) {
+    std::mt19937 gen(2);
+    std::uniform_int_distribution<int> dist(-128, 127);
+    std::vector<std::int8_t> w(static_cast<std::size_t>(k * n));
+    for (auto& x : w) x = static_cast<std::int8_t>(dist(gen));
+    return w;
+  }
+
+  int8_operands(std::int64_t m_, std::int64_t n_, std::int64_t k_)
+      : m(m_), n(n_), k(k_), a(static_cast<std::size_t>(m_ * k_)), b(weights(k_, n_)),
+        multiplier(static_cast<std::size_t>(n_), 1.0f / 4096.0f), bias(static_cast<std::size_t>(n_), 100),
+        packed(k_, n_, b.data(), n_) {
+    std::mt19937 gen(1);
+    std::uniform_int_distribution<int> dist(0, 255);
+    for (auto& x : a) x = static_cast<std::uint8_t>(dist(gen));
+  }
+
+  template <class Out>
+  void run(const kern::int8_gemm_epilogue& e, std::vector<Out>& c) const {
+    kern::int8_gemm(m, k, a.data(), k, packed, e, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+};
+
+/// GOP/s (2 operations per multiply-add) and of_int8_peak: the fraction of int8_peak() x threads.
+void report_ops(benchmark::State& state, double ops, std::int64_t cores) {
+  using benchmark::Counter;
+  state.counters["GOP/s"] = Counter(ops * 1e-9, Counter::kIsIterationInvariantRate);
+  if (int8_peak() > 0)
+    state.counters["of_int8_peak"] =
+        Counter(ops / (int8_peak() * 1e9 * static_cast<double>(cores)), Counter::kIsIterationInvariantRate);
+}
+
+void BM_int8_gemm(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const tracemod::bench::scoped_threads threads(state, 0);
+  const int8_operands g(m, n, k);
+  std::vector<std::int32_t> c(static_cast<std::size_t>(m * n));
+  for (auto _ : state) g.run(kern::int8_gemm_epilogue{.a_zero_point = 128}, c);
+  report_ops(state, 2.0 * static_cast<double>(m * n * k), state.range(0));
+  state.SetLabel(kern::detail::int8_isa::name);
+}
+
+/// Raw int32 output against requantized uint8 (per-channel multipliers, bias, zero point, relu),
+/// blocks of calls alternated (tracemod::bench::run_alternated), one thread. epilogue_share =
+/// (ms_u8 - ms_s32) / ms_u8: the part of the layer's time the requantization adds over storing the
+/// raw sums (negative when writing a quarter of the bytes saves more than it costs).
+void BM_int8_gemm_epilogue(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const int before = tracemod::get_num_threads();
+  tracemod::set_num_threads(1);
+  const int8_operands g(m, n, k);
+  std::vector<std::int32_t> raw(static_cast<std::size_t>(m * n));
+  std::vector<std::uint8_t> requantized(static_cast<std::size_t>(m * n));
+  const kern::int8_gemm_epilogue requantize{
+      .a_zero_point = 128, .bias = g.bias.data(), .multiplier = g.multiplier, .out_zero_point = 10, .qmin = 10};
+  const tracemod::bench::alternated_times t = tracemod::bench::run_alternated(
+      state, 8, [&] { g.run(kern::int8_gemm_epilogue{.a_zero_point = 128, .bias = g.bias.data()}, raw); },
+      [&] { g.run(requantize, requantized); });
+  tracemod::set_num_threads(before);
+  state.counters["ms_s32"] = t.median_a;
+  state.counters["ms_u8"] = t.median_b;
+  state.counters["epilogue_share"] = (t.median_b - t.median_a) / t.median_b;
+  state.counters["GOP/s_u8"] = 2.0 * static_cast<double>(m * n * k) / (t.median_b * 1e-3) * 1e-9;
+}
+
+}  // namespace
+
+BENCHMARK(BM_int8_peak)->Iterations(1);
+BENCHMARK_CAPTURE(BM_int8_gemm, square_512, 512, 512, 512)
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
+BENCHMARK_CAPTURE(BM_int8_gemm, conv_3136x64x576, 56 * 56, 64, 576)
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
+// Batch-1 nn.Linear: one row against 1000 x 512 weights, bound by reading them.
+BENCHMARK_CAPTURE(BM_int8_gemm, linear_1x1000x512, 1, 1000, 512)
+    ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.2));
+BENCHMARK_CAPTURE(BM_int8_gemm_epilogue, conv_3136x64x576, 56 * 56, 64, 576)
+    ->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(tracemod::bench::min_time(1.0));
+
+}  // namespace tmod_bench_int8_gemm
