@@ -132,6 +132,9 @@ void int8_check_epilogue(std::int64_t n, const int8_gemm_epilogue& e) {
 /// multiply-add runs about four times as fast as a float one, so it counts half a flop.
 inline std::int64_t int8_item_cost(std::int64_t mr, std::int64_t columns, std::int64_t k) { return mr * columns * k / 2; }
 
+/// Row panels that run against a panel of B in turn while it is in L1.
+inline constexpr std::int64_t int8_row_group = 8;
+
 /// The product proper, after validation: m, n > 0. Items are (column block, row panel) pairs,
 /// column blocks outer; a column block is as many panels of B as fill half of L2. Each item packs
 /// its row panel of A into the thread's scratch and runs it across the block's panels, each tile
@@ -153,27 +156,35 @@ void int8_gemm_run(std::int64_t m, std::int64_t n, const std::uint8_t* a, std::i
   // (k not a multiple of the group, or a kernel widening A) are packed a row panel at a time.
   constexpr bool same_type = std::is_same_v<typename Isa::a_type, std::uint8_t>;
   const bool in_place = same_type && k % Isa::kgroup == 0;
+  const std::int64_t panel_elems = groups * mr * Isa::kgroup;
   parallel_for(0, blocks * row_panels, grain, [&](std::int64_t lo, std::int64_t hi) {
-    typename Isa::a_type* const a_panel =
-        in_place ? nullptr : int8_scratch<typename Isa::a_type>(static_cast<std::size_t>(groups * mr * Isa::kgroup));
-    for (std::int64_t item = lo; item < hi; ++item) {
-      const std::int64_t q0 = item / row_panels * block, i0 = item % row_panels * mr;
-      const std::int64_t rows = std::min(mr, m - i0), q_end = std::min(panels, q0 + block);
-      const typename Isa::a_type* a_rows = a_panel;
-      std::int64_t a_rs = Isa::kgroup, a_gs = mr * Isa::kgroup;
-      if constexpr (same_type) {
-        if (in_place) {
-          a_rows = a + i0 * lda;
-          a_rs = lda;
-          a_gs = Isa::kgroup;
+    typename Isa::a_type* const a_panels =
+        in_place ? nullptr : int8_scratch<typename Isa::a_type>(static_cast<std::size_t>(int8_row_group * panel_elems));
+    for (std::int64_t item = lo; item < hi;) {
+      const std::int64_t q0 = item / row_panels * block, q_end = std::min(panels, q0 + block);
+      const std::int64_t first = item % row_panels;
+      const std::int64_t last = std::min({row_panels, first + int8_row_group, first + (hi - item)});
+      if (!in_place)
+        for (std::int64_t r = first; r < last; ++r)
+          int8_pack_a<Isa>(a, lda, r * mr, std::min(mr, m - r * mr), k, a_panels + (r - first) * panel_elems);
+      for (std::int64_t q = q0; q < q_end; ++q) {
+        const std::int64_t j0 = q * nr, cols = std::min(nr, n - j0);
+        for (std::int64_t r = first; r < last; ++r) {
+          const std::int64_t i0 = r * mr;
+          const typename Isa::a_type* a_rows = in_place ? nullptr : a_panels + (r - first) * panel_elems;
+          std::int64_t a_rs = Isa::kgroup, a_gs = mr * Isa::kgroup;
+          if constexpr (same_type) {
+            if (in_place) {
+              a_rows = a + i0 * lda;
+              a_rs = lda;
+              a_gs = Isa::kgroup;
+            }
+          }
+          int8_tiles<Isa, Out>[static_cast<std::size_t>(std::min(mr, m - i0) - 1)](
+              groups, a_rows, a_rs, a_gs, b.panel(q), params, j0, cols, c + i0 * ldc + j0, ldc);
         }
       }
-      if (!in_place) int8_pack_a<Isa>(a, lda, i0, rows, k, a_panel);
-      const auto tile = int8_tiles<Isa, Out>[static_cast<std::size_t>(rows - 1)];
-      for (std::int64_t q = q0; q < q_end; ++q) {
-        const std::int64_t j0 = q * nr;
-        tile(groups, a_rows, a_rs, a_gs, b.panel(q), params, j0, std::min(nr, n - j0), c + i0 * ldc + j0, ldc);
-      }
+      item += last - first;
     }
   });
 }
