@@ -36,6 +36,9 @@ void for_each_isa(const F& f) {
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
   f(isa_tag<kern::detail::int8_isa_avx512_vnni>{});
 #endif
+#if defined(TRACEMOD_INT8_AMX)
+  f(isa_tag<kern::detail::int8_isa_amx>{});
+#endif
 }
 
 // Random operands of an m x k by k x n product, with padded leading dimensions.
@@ -127,6 +130,31 @@ TEST_CASE("int8_gemm: raw int32 sums match a triple loop for ragged shapes on ev
   });
 }
 
+TEST_CASE("int8_gemm: blocks of 32 rows and k a multiple of 64 (AMX tiles) and their ragged neighbours") {
+  for_each_isa([](auto tag) {
+    using Isa = typename decltype(tag)::type;
+    for (const std::int64_t m : {32, 70})
+      for (const std::int64_t n : {16, 50})
+        for (const std::int64_t k : {64, 192, 196}) {
+          const operands o(m, n, k, k == 64 ? 4 : 0, static_cast<unsigned>(m + n + k));
+          CAPTURE(describe(Isa::name, o));
+          std::vector<float> mult(static_cast<std::size_t>(n));
+          for (std::int64_t j = 0; j < n; ++j) mult[static_cast<std::size_t>(j)] = 0.0001f * static_cast<float>(j + 3);
+          const kern::int8_gemm_epilogue e{.a_zero_point = 77, .bias = o.bias.data(), .multiplier = mult,
+                                           .out_zero_point = 128, .qmin = 128};
+          const std::vector<std::uint8_t> c = run_gemm<Isa, std::uint8_t>(o, e);
+          const std::vector<std::int32_t> raw = run_gemm<Isa, std::int32_t>(o, {.a_zero_point = 77});
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j) {
+              const auto at = static_cast<std::size_t>(i * (n + c_pad) + j);
+              REQUIRE(raw[at] == o.raw(i, j, 77, false));
+              REQUIRE(int{c[at]} == requantize(o.raw(i, j, 77, true), mult[static_cast<std::size_t>(j)], 128, 128, 255));
+            }
+          check_padding_untouched(o, c);
+        }
+  });
+}
+
 TEST_CASE("int8_gemm: requantized uint8 and int8, per tensor and per channel, with zero points and clamps") {
   for_each_isa([](auto tag) {
     using Isa = typename decltype(tag)::type;
@@ -200,24 +228,27 @@ TEST_CASE("int8_gemm: extreme operands do not saturate (255 x -128 and 255 x 127
 }
 
 TEST_CASE("int8_gemm: the same bits at 1, 2, 3 and 4 threads") {
-  const operands o(45, 70, 77, 1, 9);
-  std::vector<float> mult(70, 0.0003f);
-  for (std::size_t j = 0; j < mult.size(); ++j) mult[j] *= static_cast<float>(1 + j % 5);
-  const kern::int8_packed_b packed(o.k, o.n, o.b.data(), o.ldb);
-  thread_counts::check_bit_identical("int8_gemm u8", [&] {
-    std::vector<std::uint8_t> c(static_cast<std::size_t>(o.m * o.n));
-    kern::int8_gemm(o.m, o.k, o.a.data(), o.lda, packed,
-                    {.a_zero_point = 128, .bias = o.bias.data(), .multiplier = mult, .out_zero_point = 5, .qmin = 5},
-                    c.data(), o.n);
-    return std::vector<float>(c.begin(), c.end());
-  });
-  thread_counts::check_bit_identical("int8_gemm s32", [&] {
-    std::vector<std::int32_t> c(static_cast<std::size_t>(o.m * o.n));
-    kern::int8_gemm(o.m, o.k, o.a.data(), o.lda, packed, {.a_zero_point = 7}, c.data(), o.n);
-    std::vector<float> bits(c.size());
-    std::memcpy(bits.data(), c.data(), c.size() * sizeof(std::int32_t));
-    return bits;
-  });
+  // k = 77: A packed per row panel; k = 128: rows read in place (on AMX, 32-row tiles and a tail).
+  for (const std::int64_t k : {77, 128}) {
+    const operands o(100, 70, k, 1, 9);
+    std::vector<float> mult(70, 0.0003f);
+    for (std::size_t j = 0; j < mult.size(); ++j) mult[j] *= static_cast<float>(1 + j % 5);
+    const kern::int8_packed_b packed(o.k, o.n, o.b.data(), o.ldb);
+    thread_counts::check_bit_identical("int8_gemm u8", [&] {
+      std::vector<std::uint8_t> c(static_cast<std::size_t>(o.m * o.n));
+      kern::int8_gemm(o.m, o.k, o.a.data(), o.lda, packed,
+                      {.a_zero_point = 128, .bias = o.bias.data(), .multiplier = mult, .out_zero_point = 5, .qmin = 5},
+                      c.data(), o.n);
+      return std::vector<float>(c.begin(), c.end());
+    });
+    thread_counts::check_bit_identical("int8_gemm s32", [&] {
+      std::vector<std::int32_t> c(static_cast<std::size_t>(o.m * o.n));
+      kern::int8_gemm(o.m, o.k, o.a.data(), o.lda, packed, {.a_zero_point = 7}, c.data(), o.n);
+      std::vector<float> bits(c.size());
+      std::memcpy(bits.data(), c.data(), c.size() * sizeof(std::int32_t));
+      return bits;
+    });
+  }
 }
 
 TEST_CASE("int8_gemm: bad input throws naming the kernel and the shapes, C untouched") {

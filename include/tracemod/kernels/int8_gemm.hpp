@@ -8,6 +8,7 @@
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/parallel.hpp>
 #include <tracemod/kernels/detail/cache_sizes.hpp>
+#include <tracemod/kernels/detail/int8_gemm_amx.hpp>
 #include <tracemod/kernels/detail/int8_gemm_kernels.hpp>
 #include <tracemod/kernels/detail/int8_gemm_pack.hpp>
 #include <tracemod/kernels/detail/int8_gemm_store.hpp>
@@ -26,6 +27,17 @@
 namespace tracemod::kernels {
 
 namespace detail {
+
+/// The micro-kernel this translation unit's target selects (int8_gemm_kernels.hpp, int8_gemm_amx.hpp).
+#if defined(TRACEMOD_INT8_AMX)
+using int8_isa = int8_isa_amx;
+#elif defined(__AVX512VNNI__) && defined(__AVX512BW__)
+using int8_isa = int8_isa_avx512_vnni;
+#elif defined(__AVX2__)
+using int8_isa = int8_isa_avx2;
+#else
+using int8_isa = int8_isa_scalar;
+#endif
 
 inline std::string int8_dims(std::int64_t rows, std::int64_t cols) {
   return std::to_string(rows) + "x" + std::to_string(cols);
@@ -160,6 +172,7 @@ void int8_gemm_run(std::int64_t m, std::int64_t n, const std::uint8_t* a, std::i
   parallel_for(0, blocks * row_panels, grain, [&](std::int64_t lo, std::int64_t hi) {
     typename Isa::a_type* const a_panels =
         in_place ? nullptr : int8_scratch<typename Isa::a_type>(static_cast<std::size_t>(int8_row_group * panel_elems));
+    if constexpr (requires { Isa::begin(); }) Isa::begin();  // per-thread state (AMX's tile configuration)
     for (std::int64_t item = lo; item < hi;) {
       const std::int64_t q0 = item / row_panels * block, q_end = std::min(panels, q0 + block);
       const std::int64_t first = item % row_panels;
@@ -186,6 +199,7 @@ void int8_gemm_run(std::int64_t m, std::int64_t n, const std::uint8_t* a, std::i
       }
       item += last - first;
     }
+    if constexpr (requires { Isa::end(); }) Isa::end();
   });
 }
 

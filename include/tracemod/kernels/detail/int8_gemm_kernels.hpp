@@ -199,15 +199,6 @@ struct int8_isa_avx512_vnni {
 };
 #endif
 
-/// The kernel this translation unit's target selects.
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-using int8_isa = int8_isa_avx512_vnni;
-#elif defined(__AVX2__)
-using int8_isa = int8_isa_avx2;
-#else
-using int8_isa = int8_isa_scalar;
-#endif
-
 /// Pointer to tile<Rows, Out> of Isa for Rows = 1..MR, indexed by Rows - 1.
 template <class Isa, class Out>
 using int8_tile_fn = void (*)(std::int64_t, const typename Isa::a_type*, std::int64_t, std::int64_t,
