@@ -1,6 +1,7 @@
 // The int8 GEMM (kernels/int8_gemm.hpp): throughput at 1 and 2 threads against the int8 peak of the
 // cores used, measured in the same run the way machine_limits.hpp measures the FMA peak (independent
-// chains of the micro-kernel's multiply-add instruction); and the cost of the requantizing epilogue
+// chains of the vector multiply-add instruction, vpdpbusd; and of AMX's tdpbusd where the target has
+// it, the VNNI kernel then benchmarked beside the AMX one); and the cost of the requantizing epilogue
 // at a convolution's shape (ResNet's 3x3 64-channel layer on a 56x56 plane as im2col: m = 56 * 56,
 // n = 64, k = 576), raw int32 output against requantized uint8, alternated in one benchmark.
 #include "machine_limits.hpp"
@@ -15,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <random>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -62,21 +64,63 @@ double int8_peak() {
   return peak;
 }
 
+/// AMX's tdpbusd throughput in int8 operations per second (16 x 16 x 64 multiply-adds per
+/// instruction), four independent accumulator tiles; 0 without AMX.
+double amx_peak() {
+#if defined(TRACEMOD_INT8_AMX)
+  static const double peak = [] {
+    using amx = kern::detail::int8_isa_amx;
+    if (!kern::detail::int8_amx_permitted()) return 0.0;
+    alignas(64) static std::array<std::uint8_t, 16 * 64> ones;
+    ones.fill(1);
+    constexpr std::int64_t iterations = std::int64_t{1} << 16;
+    double best = 0;
+    amx::begin();
+    _tile_loadd(4, ones.data(), 64);
+    _tile_loadd(6, ones.data(), 64);
+    for (int rep = 0; rep < 7; ++rep) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      const double start = tracemod::bench::detail::cpu_seconds();
+      for (std::int64_t i = 0; i < iterations; ++i) {
+        _tile_dpbusd(0, 4, 6);
+        _tile_dpbusd(1, 4, 6);
+        _tile_dpbusd(2, 4, 6);
+        _tile_dpbusd(3, 4, 6);
+      }
+      const double seconds = tracemod::bench::detail::cpu_seconds() - start;
+      best = std::max(best, 2.0 * 16 * 16 * 64 * 4 * static_cast<double>(iterations) / seconds * 1e-9);
+    }
+    _tile_stored(0, ones.data(), 64);
+    benchmark::DoNotOptimize(ones.data());
+    amx::end();
+    return best;
+  }();
+  return peak;
+#else
+  return 0.0;
+#endif
+}
+
 void BM_int8_peak(benchmark::State& state) {
-  const double peak = int8_peak();
+  const double peak = int8_peak(), amx = amx_peak();
   for (auto _ : state) benchmark::DoNotOptimize(peak);
   state.counters["int8_peak_gops"] = peak;
+  if (amx > 0) state.counters["amx_peak_gops"] = amx;
   state.SetLabel(kern::detail::int8_isa::name);
 }
 
-/// A (m x k uint8), B (k x n int8, packed), per-channel multipliers and an int32 bias.
+/// A (m x k uint8), B (k x n int8, packed for Isa), per-channel multipliers and an int32 bias.
+template <class Isa = kern::detail::int8_isa>
 struct int8_operands {
   std::int64_t m, n, k;
   std::vector<std::uint8_t> a;
   std::vector<std::int8_t> b;
   std::vector<float> multiplier;
   std::vector<std::int32_t> bias;
-  kern::int8_packed_b packed;
+  kern::basic_int8_packed_b<Isa> packed;
 
   static std::vector<std::int8_t> weights(std::int64_t k, std::int64_t n) {
     std::mt19937 gen(2);
@@ -103,23 +147,42 @@ struct int8_operands {
   }
 };
 
-/// GOP/s (2 operations per multiply-add) and of_int8_peak: the fraction of int8_peak() x threads.
+/// GOP/s (2 operations per multiply-add), of_int8_peak (the fraction of int8_peak() x threads) and,
+/// for the AMX kernel, of_amx_peak.
+template <class Isa>
 void report_ops(benchmark::State& state, double ops, std::int64_t cores) {
   using benchmark::Counter;
   state.counters["GOP/s"] = Counter(ops * 1e-9, Counter::kIsIterationInvariantRate);
-  if (int8_peak() > 0)
-    state.counters["of_int8_peak"] =
-        Counter(ops / (int8_peak() * 1e9 * static_cast<double>(cores)), Counter::kIsIterationInvariantRate);
+  const auto fraction = [&](double peak) {
+    return Counter(ops / (peak * 1e9 * static_cast<double>(cores)), Counter::kIsIterationInvariantRate);
+  };
+  if (int8_peak() > 0) state.counters["of_int8_peak"] = fraction(int8_peak());
+#if defined(TRACEMOD_INT8_AMX)
+  if (std::is_same_v<Isa, kern::detail::int8_isa_amx> && amx_peak() > 0) state.counters["of_amx_peak"] = fraction(amx_peak());
+#endif
 }
 
-void BM_int8_gemm(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k) {
+template <class Isa>
+void run_int8_gemm(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k) {
   const tracemod::bench::scoped_threads threads(state, 0);
-  const int8_operands g(m, n, k);
+  const int8_operands<Isa> g(m, n, k);
   std::vector<std::int32_t> c(static_cast<std::size_t>(m * n));
   for (auto _ : state) g.run(kern::int8_gemm_epilogue{.a_zero_point = 128}, c);
-  report_ops(state, 2.0 * static_cast<double>(m * n * k), state.range(0));
-  state.SetLabel(kern::detail::int8_isa::name);
+  report_ops<Isa>(state, 2.0 * static_cast<double>(m * n * k), state.range(0));
+  state.SetLabel(Isa::name);
 }
+
+/// The kernel the target selects.
+void BM_int8_gemm(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k) {
+  run_int8_gemm<kern::detail::int8_isa>(state, m, n, k);
+}
+
+#if defined(TRACEMOD_INT8_AMX)
+/// The AVX-512 VNNI kernel on a target that selects AMX, against the vpdpbusd peak.
+void BM_int8_gemm_vnni(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k) {
+  run_int8_gemm<kern::detail::int8_isa_avx512_vnni>(state, m, n, k);
+}
+#endif
 
 /// Raw int32 output against requantized uint8 (per-channel multipliers, bias, zero point, relu),
 /// blocks of calls alternated (tracemod::bench::run_alternated), one thread. epilogue_share =
@@ -128,7 +191,7 @@ void BM_int8_gemm(benchmark::State& state, std::int64_t m, std::int64_t n, std::
 void BM_int8_gemm_epilogue(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k) {
   const int before = tracemod::get_num_threads();
   tracemod::set_num_threads(1);
-  const int8_operands g(m, n, k);
+  const int8_operands<> g(m, n, k);
   std::vector<std::int32_t> raw(static_cast<std::size_t>(m * n));
   std::vector<std::uint8_t> requantized(static_cast<std::size_t>(m * n));
   const kern::int8_gemm_epilogue requantize{
@@ -153,6 +216,12 @@ BENCHMARK_CAPTURE(BM_int8_gemm, conv_3136x64x576, 56 * 56, 64, 576)
 // Batch-1 nn.Linear: one row against 1000 x 512 weights, bound by reading them.
 BENCHMARK_CAPTURE(BM_int8_gemm, linear_1x1000x512, 1, 1000, 512)
     ->Unit(benchmark::kMicrosecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.2));
+#if defined(TRACEMOD_INT8_AMX)
+BENCHMARK_CAPTURE(BM_int8_gemm_vnni, square_512, 512, 512, 512)
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
+BENCHMARK_CAPTURE(BM_int8_gemm_vnni, conv_3136x64x576, 56 * 56, 64, 576)
+    ->Unit(benchmark::kMillisecond)->Apply(tracemod::bench::over_threads)->MinTime(tracemod::bench::min_time(0.3));
+#endif
 BENCHMARK_CAPTURE(BM_int8_gemm_epilogue, conv_3136x64x576, 56 * 56, 64, 576)
     ->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(tracemod::bench::min_time(1.0));
 
