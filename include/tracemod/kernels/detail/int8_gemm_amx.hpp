@@ -82,12 +82,13 @@ struct int8_isa_amx {
     _tile_zero(2);
     _tile_zero(3);
     for (std::int64_t g = 0; g < groups; g += 16, a += 64, b += 16 * nr * kgroup) {
+      // Each load just before the first product that needs it, so loads overlap the products.
       _tile_loadd(4, a, lda);
-      _tile_loadd(5, a + 16 * lda, lda);
       _tile_loadd(6, b, nr * kgroup);
-      _tile_loadd(7, b + 64, nr * kgroup);
       _tile_dpbusd(0, 4, 6);
+      _tile_loadd(7, b + 64, nr * kgroup);
       _tile_dpbusd(1, 4, 7);
+      _tile_loadd(5, a + 16 * lda, lda);
       _tile_dpbusd(2, 5, 6);
       _tile_dpbusd(3, 5, 7);
     }
