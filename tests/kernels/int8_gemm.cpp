@@ -251,6 +251,19 @@ TEST_CASE("int8_gemm: the same bits at 1, 2, 3 and 4 threads") {
   }
 }
 
+TEST_CASE("int8_gemm: one row of A split by columns, the same bits at 1 to 4 threads") {
+  const operands o(1, 300, 64, 0, 4);
+  const kern::int8_packed_b packed(o.k, o.n, o.b.data(), o.ldb);
+  thread_counts::check_bit_identical("int8_gemm m=1", [&] {
+    std::vector<std::int32_t> c(static_cast<std::size_t>(o.n));
+    kern::int8_gemm(o.m, o.k, o.a.data(), o.lda, packed, {.a_zero_point = 9, .bias = o.bias.data()}, c.data(), o.n);
+    for (std::int64_t j = 0; j < o.n; ++j) REQUIRE(c[static_cast<std::size_t>(j)] == o.raw(0, j, 9, true));
+    std::vector<float> bits(c.size());
+    std::memcpy(bits.data(), c.data(), c.size() * sizeof(std::int32_t));
+    return bits;
+  });
+}
+
 TEST_CASE("int8_gemm: bad input throws naming the kernel and the shapes, C untouched") {
   const operands o(4, 6, 5, 0, 3);
   const kern::int8_packed_b packed(o.k, o.n, o.b.data(), o.ldb);

@@ -148,9 +148,11 @@ inline std::int64_t int8_item_cost(std::int64_t mr, std::int64_t columns, std::i
 inline constexpr std::int64_t int8_row_group = 8;
 
 /// The product proper, after validation: m, n > 0. Items are (column block, row panel) pairs,
-/// column blocks outer; a column block is as many panels of B as fill half of L2. Each item packs
-/// its row panel of A into the thread's scratch and runs it across the block's panels, each tile
-/// over all of k in registers and stored through the epilogue. Every output element is computed by
+/// column blocks outer; a column block is at most as many panels of B as fill half of L2, and there
+/// are at least as many blocks as threads per row panel (when B has the panels). A thread takes its
+/// items in runs of up to int8_row_group row panels of one block, packs them into its scratch
+/// unless A is read in place, and runs them against each panel of the block in turn, each tile over
+/// all of k in registers and stored through the epilogue. Every output element is computed by
 /// one tile with the same instructions wherever the items split, and integer sums are exact: the
 /// same bits at any thread count.
 template <class Isa, class Out>
@@ -161,7 +163,10 @@ void int8_gemm_run(std::int64_t m, std::int64_t n, const std::uint8_t* a, std::i
   const std::int64_t row_panels = (m + mr - 1) / mr;
   const std::int64_t panel_bytes = std::max<std::int64_t>(b.panel_size() * std::int64_t{sizeof(typename Isa::b_type)}, 1);
   const std::int64_t max_block = std::max<std::int64_t>(cache_sizes().l2 / 2 / panel_bytes, 1);
-  const std::int64_t blocks = (panels + max_block - 1) / max_block;
+  // With fewer row panels than threads (a batch-1 nn.Linear), finer column blocks give every
+  // thread work; the blocks only group tiles, so this does not change any tile's sums.
+  const std::int64_t threads_short = (get_num_threads() + row_panels - 1) / row_panels;
+  const std::int64_t blocks = std::min(panels, std::max((panels + max_block - 1) / max_block, threads_short));
   const std::int64_t block = (panels + blocks - 1) / blocks;
   const std::int64_t grain = grain_in_items(grains().gemm_flops, int8_item_cost(mr, block * nr, k));
   // Rows of A whose groups are whole and of the kernel's element type are read in place; others
