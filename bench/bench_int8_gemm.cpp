@@ -188,10 +188,11 @@ void BM_int8_gemm_vnni(benchmark::State& state, std::int64_t m, std::int64_t n, 
 /// blocks of calls alternated (tracemod::bench::run_alternated), one thread. epilogue_share =
 /// (ms_u8 - ms_s32) / ms_u8: the part of the layer's time the requantization adds over storing the
 /// raw sums (negative when writing a quarter of the bytes saves more than it costs).
-void BM_int8_gemm_epilogue(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k) {
+template <class Isa>
+void run_int8_gemm_epilogue(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k) {
   const int before = tracemod::get_num_threads();
   tracemod::set_num_threads(1);
-  const int8_operands<> g(m, n, k);
+  const int8_operands<Isa> g(m, n, k);
   std::vector<std::int32_t> raw(static_cast<std::size_t>(m * n));
   std::vector<std::uint8_t> requantized(static_cast<std::size_t>(m * n));
   const kern::int8_gemm_epilogue requantize{
@@ -204,7 +205,18 @@ void BM_int8_gemm_epilogue(benchmark::State& state, std::int64_t m, std::int64_t
   state.counters["ms_u8"] = t.median_b;
   state.counters["epilogue_share"] = (t.median_b - t.median_a) / t.median_b;
   state.counters["GOP/s_u8"] = 2.0 * static_cast<double>(m * n * k) / (t.median_b * 1e-3) * 1e-9;
+  state.SetLabel(Isa::name);
 }
+
+void BM_int8_gemm_epilogue(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k) {
+  run_int8_gemm_epilogue<kern::detail::int8_isa>(state, m, n, k);
+}
+
+#if defined(TRACEMOD_INT8_AMX)
+void BM_int8_gemm_epilogue_vnni(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k) {
+  run_int8_gemm_epilogue<kern::detail::int8_isa_avx512_vnni>(state, m, n, k);
+}
+#endif
 
 }  // namespace
 
@@ -224,5 +236,9 @@ BENCHMARK_CAPTURE(BM_int8_gemm_vnni, conv_3136x64x576, 56 * 56, 64, 576)
 #endif
 BENCHMARK_CAPTURE(BM_int8_gemm_epilogue, conv_3136x64x576, 56 * 56, 64, 576)
     ->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(tracemod::bench::min_time(1.0));
+#if defined(TRACEMOD_INT8_AMX)
+BENCHMARK_CAPTURE(BM_int8_gemm_epilogue_vnni, conv_3136x64x576, 56 * 56, 64, 576)
+    ->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(tracemod::bench::min_time(1.0));
+#endif
 
 }  // namespace tmod_bench_int8_gemm
