@@ -1,8 +1,8 @@
-// The micro-kernels of the int8 GEMM, one per instruction set, each a struct with its tile shape,
-// its packed element types and two static functions: tile<Rows>(...) (a Rows x NR block of C from a
-// packed row panel of A and a packed column panel of B, over all of k, stored through the epilogue
-// while the sums are in registers) and, for the benchmark, nothing else. They share no code, so a
-// run-time dispatcher can compile each for its own target.
+// The micro-kernels of the int8 GEMM, one per instruction set, each a struct with its tile shape
+// (mr x nr), its packed element types and tile<Rows, Out>(...): a Rows x NR block of C from a row
+// panel of A (packed, or rows read in place: a_rs apart, a group every a_gs) and a packed column
+// panel of B, over all of k, stored through the epilogue while the sums are in registers. They share
+// no code, so a run-time dispatcher can compile each for its own target.
 //
 // Packed layouts (int8_gemm_pack.hpp writes them): k is cut into groups of `kgroup` consecutive
 // values; a B panel holds, per group, NR columns of kgroup values each (one 32-bit lane per column),
@@ -12,8 +12,8 @@
 // - avx512_vnni: vpdpbusd (u8 x s8, four products summed into each int32 lane): exact, since
 //   the four-product sum (at most 4 x 255 x 128) goes straight into the 32-bit accumulator.
 // - avx2: vpmaddwd on 16-bit operands (A zero-extended, B sign-extended when packed; two products
-//   per int32 lane). Exact. vpmaddubsw (u8 x s8 -> s16 pairs) would take half the instructions but
-//   saturates: 2 x 255 x 127 exceeds int16, so PyTorch's fbgemm needs activations reduced to 7 bits
+//   per int32 lane). Exact. vpmaddubsw (u8 x s8 -> s16 pairs) multiplies twice as many bytes per
+//   instruction but saturates: 2 x 255 x 127 exceeds int16, so PyTorch's fbgemm needs activations reduced to 7 bits
 //   (reduce_range) to use it. Widening keeps the full u8 range at the cost of packed panels twice
 //   the size and half the products per instruction.
 // - scalar: plain C++, the same grouping, for every other target.
