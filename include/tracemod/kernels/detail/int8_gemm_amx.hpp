@@ -82,6 +82,10 @@ struct int8_isa_amx {
     _tile_zero(2);
     _tile_zero(3);
     for (std::int64_t g = 0; g < groups; g += 16, a += 64, b += 16 * nr * kgroup) {
+      // A's rows come from L2 (a run of row panels is larger than L1): fetch the next 64 k of each
+      // while this step's products run.
+      if (g + 16 < groups)
+        for (std::int64_t r = 0; r < mr; ++r) _mm_prefetch(reinterpret_cast<const char*>(a + 64 + r * lda), _MM_HINT_T0);
       // Each load just before the first product that needs it, so loads overlap the products.
       _tile_loadd(4, a, lda);
       _tile_loadd(6, b, nr * kgroup);
