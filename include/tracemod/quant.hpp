@@ -1,8 +1,10 @@
-// Quantization: schemes and qparams, observers, the FakeQuantize module and the QConfig presets
-// (docs/quantization.md). The fake_quantize ops themselves are functional ops
-// (functional/fake_quantize.hpp, included by <tracemod/functional.hpp>).
+// Quantization: schemes and qparams, observers, the FakeQuantize module, the QConfig presets and
+// the int8 GEMM with its requantizing epilogue (kernels/int8_gemm.hpp; docs/quantization.md). The
+// fake_quantize ops themselves are functional ops (functional/fake_quantize.hpp, included by
+// <tracemod/functional.hpp>).
 #pragma once
 
+#include <tracemod/kernels/int8_gemm.hpp>
 #include <tracemod/quant/fake_quantize.hpp>
 #include <tracemod/quant/observer.hpp>
 #include <tracemod/quant/observer_histogram.hpp>
