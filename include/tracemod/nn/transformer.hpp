@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -70,10 +71,7 @@ class MultiheadAttention : public Module {
     if (training() && options.dropout > 0)
       throw module_error("MultiheadAttention: attention dropout " + std::to_string(options.dropout) +
                          " is not supported in training mode (call eval())");
-    const std::int64_t e = embed_dim;
-    const auto q = heads(project(query, 0), query.shape());
-    const auto k = heads(project(key, e), key.shape());
-    const auto v = heads(project(value, 2 * e), value.shape());
+    const auto [q, k, v] = projections(query, key, value);
     if constexpr (std::same_as<Mask, none_t>) {
       return merge(functional::scaled_dot_product_attention(q, k, v), query.shape());
     } else {
@@ -120,14 +118,33 @@ class MultiheadAttention : public Module {
                         std::to_string(length(k)) + ") for key " + k.to_string());
   }
 
-  /// x @ W[row:row+E]^T + b[row:row+E]: the projection of the stacked weight's rows from `row`. The
-  /// whole weight is applied and its slice of the output kept, since slicing the parameter itself
-  /// would run eagerly while tracing and freeze its values into the graph.
+  /// x @ in_proj_weight^T + in_proj_bias: the three projections of x. Cross-attention keeps one
+  /// slice of each (slicing the parameter instead would run eagerly while tracing and freeze its
+  /// values into the graph as a constant, out of reach of load_state_dict).
   template <class X>
-  auto project(const X& x, std::int64_t row) const {
-    const auto all = in_proj_bias.defined() ? functional::linear(x, in_proj_weight, in_proj_bias)
-                                            : functional::linear(x, in_proj_weight);
-    return functional::getitem(all, ellipsis, slice(row, row + embed_dim));
+  auto project_all(const X& x) const {
+    return in_proj_bias.defined() ? functional::linear(x, in_proj_weight, in_proj_bias) : functional::linear(x, in_proj_weight);
+  }
+  /// The E features of the last axis from `first` on.
+  template <class X>
+  auto slice_of(const X& x, std::int64_t first) const {
+    return functional::getitem(x, ellipsis, slice(first, first + embed_dim));
+  }
+  /// The q, k and v heads. Self-attention (one tensor passed three times, as PyTorch's fast path
+  /// checks with `is`) projects once and slices the three parts from that one result.
+  template <class Q, class K, class V>
+  auto projections(const Q& query, const K& key, const V& value) const {
+    const std::int64_t e = embed_dim;
+    if constexpr (std::same_as<Q, K> && std::same_as<K, V>) {
+      if (&query == &key && &key == &value) {
+        const auto all = project_all(query);
+        return std::tuple{heads(slice_of(all, 0), query.shape()), heads(slice_of(all, e), key.shape()),
+                          heads(slice_of(all, 2 * e), value.shape())};
+      }
+    }
+    return std::tuple{heads(slice_of(project_all(query), 0), query.shape()),
+                      heads(slice_of(project_all(key), e), key.shape()),
+                      heads(slice_of(project_all(value), 2 * e), value.shape())};
   }
   /// (L, N, E) or (N, L, E) to (N, H, L, E / H). The reshape infers the leading axis, so a trace
   /// with that axis dynamic stays dynamic.
