@@ -125,7 +125,7 @@ std::string graph_text(const tmod::TracedModule& m) {
 TEST_CASE("zoo modules: ChannelShuffle matches PyTorch, and traces with dynamic N, H and W") {
   M::ChannelShuffle shuffle(3);
   check_case<1>(shuffle, "channel_shuffle_g3");
-  CHECK(shuffle.repr() == "ChannelShuffle(groups=3)");
+  CHECK(shuffle.repr() == "ChannelShuffle(groups=3)");  // PyTorch's repr
   const tmod::TracedModule t = tmod::trace_module(
       Around<M::ChannelShuffle>(shuffle), tmod::randn({2, 6, 3, 4}), tmod::TraceOptions{.dynamic_dims = {{0, "N"}, {2, "H"}, {3, "W"}}});
   const Tensor other = tmod::randn({3, 6, 2, 5}, 7);
@@ -207,6 +207,11 @@ TEST_CASE("zoo modules: a traced encoder layer is a graph of ops and runs at ano
   CHECK(text.find("norm1(") != std::string::npos);
   const Tensor longer = tmod::randn({9, 2, 8}, 3);
   golden::check_close(t(longer).tensor(), layer(longer), 1e-5, 1e-6, "dynamic sequence length");
+  const Tensor mask = tmod::functional::greater(tmod::randn({2, 5}, 4), tmod::full({1}, 1.0));
+  const tmod::TracedModule tm = tmod::trace_module(layer, tmod::randn({5, 2, 8}), mask,
+                                                   tmod::TraceOptions{.dynamic_dims = {{0, "L", 0}, {1, "L", 1}}});
+  const Tensor longer_mask = tmod::functional::greater(tmod::randn({2, 9}, 5), tmod::full({1}, 1.0));
+  golden::check_close(tm(longer, longer_mask).tensor(), layer(longer, longer_mask), 1e-5, 1e-6, "dynamic, masked");
   const tmod::TracedModule flat = t.flatten();
   CHECK(graph_text(flat).find("nn.scaled_dot_product_attention") != std::string::npos);
   golden::check_close(flat(longer).tensor(), layer(longer), 1e-5, 1e-6, "flattened");

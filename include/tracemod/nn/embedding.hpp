@@ -3,7 +3,7 @@
 #pragma once
 
 #include <tracemod/core/error.hpp>
-#include <tracemod/core/random.hpp>
+#include <tracemod/nn/init.hpp>
 #include <tracemod/functional/embedding.hpp>
 #include <tracemod/functional/param_value.hpp>
 #include <tracemod/nn/module_config.hpp>

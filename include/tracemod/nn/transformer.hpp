@@ -78,14 +78,9 @@ class MultiheadAttention : public Module {
       check_mask(key_padding_mask.shape(), key_padding_mask.dtype(), key.shape());
       const std::int64_t n = key_padding_mask.shape()[0], s = key_padding_mask.shape()[1];
       const auto additive = functional::where(key_padding_mask, full({1}, -std::numeric_limits<float>::infinity()), zeros({1}));
-      const auto mask = functional::reshape(additive, {n == 0 ? 0 : -1, 1, 1, s});
+      const auto mask = functional::reshape(additive, mask_shape(n, s));
       return merge(functional::scaled_dot_product_attention(q, k, v, mask), query.shape());
     }
-  }
-
-  [[nodiscard]] std::string extra_repr() const override {
-    return "embed_dim=" + std::to_string(embed_dim) + ", num_heads=" + std::to_string(num_heads) +
-           ", bias=" + (options.bias ? "True" : "False") + ", batch_first=" + (options.batch_first ? "True" : "False");
   }
 
  private:
@@ -155,6 +150,12 @@ class MultiheadAttention : public Module {
     const auto split = functional::reshape(x, {lead, s[1], h, d});
     return functional::transpose(split, options.batch_first ? functional::int_list{0, 2, 1, 3} : functional::int_list{1, 2, 0, 3});
   }
+  /// (N, 1, 1, S) for the additive mask, inferring the axis that leads the layout (S for (L, N, E),
+  /// N for batch-first inputs), so that axis may be dynamic as in heads().
+  [[nodiscard]] functional::int_list mask_shape(std::int64_t n, std::int64_t s) const {
+    if (n == 0 || s == 0) return {n, 1, 1, s};
+    return options.batch_first ? functional::int_list{-1, 1, 1, s} : functional::int_list{n, 1, 1, -1};
+  }
   /// (N, H, L, E / H) back to the query's layout, then out_proj.
   template <class X>
   auto merge(const X& x, const Shape& q) const {
@@ -214,10 +215,6 @@ class TransformerEncoderLayer : public Module {
     }
     const auto x = norm1(src + dropout1(self_attn(src, src, src, src_key_padding_mask)));
     return norm2(x + dropout2(feed_forward(x)));
-  }
-
-  [[nodiscard]] std::string extra_repr() const override {
-    return std::string("activation=") + options.activation + ", norm_first=" + (options.norm_first ? "True" : "False");
   }
 
  private:
