@@ -150,6 +150,13 @@ TEST_CASE("zoo modules: Embedding matches PyTorch; out-of-range indices name the
   CHECK_THROWS_AS((void)emb(int32s({-1})), tmod::value_error);
   CHECK_THROWS_AS((void)emb(tmod::tensor({1.f})), tmod::dtype_error);
   CHECK_THROWS_AS(M::Embedding(3, 2, 3), tmod::value_error);
+  // F::embedding on a 0-d index gives one row; on an empty index, no rows.
+  Tensor scalar = Tensor::empty({}, tmod::DType::int32);
+  scalar.data<std::int32_t>()[0] = 7;
+  const Tensor row = tmod::functional::embedding(scalar, emb.weight);
+  REQUIRE(row.shape() == tmod::Shape{4});
+  for (int j = 0; j < 4; ++j) CHECK(row.data<float>()[j] == emb.weight.data<float>()[7 * 4 + j]);
+  CHECK(tmod::functional::embedding(Tensor::empty({0, 2}, tmod::DType::int32), emb.weight).shape() == tmod::Shape{0, 2, 4});
   const tmod::TracedModule t = tmod::trace_module(Around<M::Embedding>(emb), int32s({1, 2}),
                                                   tmod::TraceOptions{.dynamic_dims = {{0, "L"}}});
   const Tensor idx = int32s({9, 0, 3, 3, 1});

@@ -54,6 +54,8 @@ class MultiheadAttention : public Module {
 
   MultiheadAttention(std::int64_t embed, std::int64_t heads, MultiheadAttentionOptions o = {})
       : embed_dim(checked_embed(embed, heads)), num_heads(heads), options(o), out_proj(embed, embed, o.bias) {
+    if (!(o.dropout >= 0 && o.dropout <= 1))
+      throw value_error("MultiheadAttention: dropout " + std::to_string(o.dropout) + " must be in [0, 1]");
     in_proj_weight = Tensor::empty({3 * embed, embed}, DType::float32, "MultiheadAttention");
     const double bound = std::sqrt(6.0 / static_cast<double>(embed + 3 * embed));  // xavier_uniform_, as PyTorch
     init::uniform_(in_proj_weight, -bound, bound);
