@@ -202,6 +202,12 @@ TEST_CASE("zoo modules: TransformerEncoderLayer and TransformerEncoder match PyT
   CHECK(encoder.layers[0].linear1.weight.data<float>() != encoder.layers[1].linear1.weight.data<float>());
   CHECK_THROWS_WITH_AS(M::TransformerEncoderLayer(8, 2, {.activation = "tanh"}), doctest::Contains("'tanh'"),
                        tmod::value_error);
+  CHECK_THROWS_AS(M::MultiheadAttention(8, 2, {.dropout = 1.5}), tmod::value_error);
+  // Attention dropout has no kernel: a layer in training mode with dropout > 0 refuses to run.
+  M::TransformerEncoderLayer training(8, 2, {.dim_feedforward = 16});
+  CHECK_THROWS_WITH_AS((void)training(tmod::randn({5, 2, 8})), doctest::Contains("attention dropout"), tmod::module_error);
+  training.eval();
+  CHECK_NOTHROW((void)training(tmod::randn({5, 2, 8})));
 }
 
 TEST_CASE("zoo modules: a traced encoder layer is a graph of ops and runs at another sequence length") {
