@@ -8,6 +8,7 @@
 #include <tracemod/functional/compare.hpp>
 #include <tracemod/functional/conv.hpp>
 #include <tracemod/functional/elementwise.hpp>
+#include <tracemod/functional/embedding.hpp>
 #include <tracemod/functional/fake_quantize.hpp>
 #include <tracemod/functional/fused_elementwise.hpp>
 #include <tracemod/functional/indexing.hpp>

@@ -5,10 +5,12 @@
 #include <tracemod/nn/activation.hpp>
 #include <tracemod/nn/attr_ref.hpp>
 #include <tracemod/nn/batch_norm.hpp>
+#include <tracemod/nn/channel_shuffle.hpp>
 #include <tracemod/nn/constant.hpp>
 #include <tracemod/nn/conv.hpp>
 #include <tracemod/nn/dropout.hpp>
 #include <tracemod/nn/elemwise.hpp>
+#include <tracemod/nn/embedding.hpp>
 #include <tracemod/nn/flatten.hpp>
 #include <tracemod/nn/fused.hpp>
 #include <tracemod/nn/identity.hpp>
@@ -25,5 +27,6 @@
 #include <tracemod/nn/pooling.hpp>
 #include <tracemod/nn/reflection.hpp>
 #include <tracemod/nn/sequential.hpp>
+#include <tracemod/nn/transformer.hpp>
 #include <tracemod/nn/upsample.hpp>
 #include <tracemod/nn/state_dict.hpp>

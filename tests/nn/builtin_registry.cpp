@@ -65,6 +65,9 @@ TEST_CASE("builtin registry: config -> from_config -> config round-trips for eve
   samples.push_back(std::make_unique<M::Upsample>(tmod::functional::interpolate_params{.scale_factor = 1.5, .mode = "bilinear",
                                                                                      .align_corners = true}));
   samples.push_back(std::make_unique<M::Upsample>(tmod::functional::pair2{5, 7}));
+  samples.push_back(std::make_unique<M::ChannelShuffle>(4));
+  samples.push_back(std::make_unique<M::Embedding>(6, 3, -2));
+  samples.push_back(std::make_unique<M::Embedding>(5, 2));
   samples.push_back(std::make_unique<M::Elemwise>("fuse_add_tanh"));
   samples.push_back(std::make_unique<M::Dropout>(0.125));
   samples.push_back(std::make_unique<M::ConvBn2d>(2, 4, 1, M::Conv2dOptions{.bias = false},
@@ -122,6 +125,10 @@ TEST_CASE("builtin registry: the config keys saved files hold") {
   CHECK(M::GELU().config() == tmod::Value::dict({{"approximate", std::string("none")}}));
   CHECK(M::LeakyReLU().config() == tmod::Value::dict({{"negative_slope", 0.01}}));
   CHECK(M::SiLU().config() == tmod::Value::dict({}));
+  CHECK(M::ChannelShuffle(3).config() == tmod::Value::dict({{"groups", std::int64_t{3}}}));
+  CHECK(keys(M::Embedding(4, 2, 1).config()) == std::vector<std::string>{"num_embeddings", "embedding_dim", "padding_idx"});
+  CHECK(M::Embedding(4, 2, -1).config().dict_items()[2].second == tmod::Value(std::int64_t{3}));
+  CHECK(M::Embedding(4, 2).config().dict_items()[2].second.is_none());
   CHECK_THROWS_AS(M::GELU("erf"), tmod::value_error);
 }
 

@@ -14,6 +14,7 @@ once to float32, so they carry no float32 accumulation error of their own.
 It also writes tests/data/npy/: small arrays saved by numpy itself, read by tests/io/npy.cpp.
 """
 
+import copy
 import math
 import pathlib
 import shutil
@@ -698,6 +699,58 @@ def attention(w):
         w.write(c, inputs, {"out": out}, params)
 
 
+# --- model-zoo modules -------------------------------------------------------------------------
+
+def zoo_modules(root):
+    """tests/data/zoo_modules/: nn.ChannelShuffle, nn.Embedding, nn.MultiheadAttention,
+    nn.TransformerEncoderLayer and nn.TransformerEncoder in eval mode, each with random weights:
+    <case>.<state_dict key>.npy, the inputs <case>.in0.npy, ... (indices as int32, padding masks as
+    bool) and <case>.out.npy (computed in float64). No manifest lines: tests/nn/zoo_modules.cpp knows each case's module."""
+    root.mkdir(parents=True, exist_ok=True)
+
+    def write(name, module, inputs, forward):
+        c = Case("zoo_modules", name)
+        module.eval()
+        for p in module.state_dict().values():
+            p.copy_(c.randn(*p.shape, scale=0.5))
+        for key, p in module.state_dict().items():
+            save(root / f"{name}.{key}.npy", p)
+        made = [x(c) for x in inputs]
+        for i, x in enumerate(made):
+            if x.dtype in (torch.bool, torch.int32):
+                np.save(root / f"{name}.in{i}.npy", x.numpy())
+            else:
+                save(root / f"{name}.in{i}.npy", x)
+        exact = copy.deepcopy(module).double()  # the reference in float64, rounded once
+        save(root / f"{name}.out.npy", forward(exact, *[x.double() if x.is_floating_point() else x for x in made]))
+
+    def randn(*shape):
+        return lambda c: c.randn(*shape)
+
+    def mask(*rows):  # one row per batch entry: True = ignore that key
+        return lambda c: torch.tensor(rows, dtype=torch.bool)
+
+    write("channel_shuffle_g3", torch.nn.ChannelShuffle(3), [randn(2, 6, 3, 4)], lambda m, x: m(x))
+    write("embedding_padding", torch.nn.Embedding(10, 4, padding_idx=0),
+          [lambda c: torch.tensor([[1, 0, 9], [3, 3, 7]], dtype=torch.int32)], lambda m, x: m(x.long()))
+    mha = lambda m, q, k, v, *mask: m(q, k, v, key_padding_mask=mask[0] if mask else None, need_weights=False)[0]
+    write("mha_cross", torch.nn.MultiheadAttention(8, 2), [randn(5, 2, 8), randn(7, 2, 8), randn(7, 2, 8)], mha)
+    write("mha_batch_first_mask", torch.nn.MultiheadAttention(8, 4, batch_first=True),
+          [randn(2, 5, 8), randn(2, 6, 8), randn(2, 6, 8),
+           mask([False, False, True, False, True, True], [False] * 5 + [True])], mha)
+    write("mha_no_bias", torch.nn.MultiheadAttention(6, 3, bias=False), [randn(4, 3, 6), randn(4, 3, 6), randn(4, 3, 6)],
+          mha)
+    layer = lambda m, x, *mask: m(x, src_key_padding_mask=mask[0] if mask else None)
+    write("encoder_layer_relu", torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16), [randn(5, 2, 8)], layer)
+    write("encoder_layer_gelu_norm_first_mask",
+          torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=12, activation="gelu", batch_first=True, norm_first=True),
+          [randn(2, 5, 8), mask([False, False, False, True, True], [False] * 5)], layer)
+    encoder = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True), 2,
+                                          enable_nested_tensor=False)
+    write("encoder_2_layers_mask", encoder, [randn(2, 5, 8), mask([False] * 4 + [True], [False, True, False, False, False])],
+          layer)
+
+
 # --- numpy's own .npy files --------------------------------------------------------------------
 
 def npy_samples(root):
@@ -745,6 +798,7 @@ def main():
     w.finish()
     npy_samples(DATA / "npy")
     quantization(DATA / "quant")
+    zoo_modules(DATA / "zoo_modules")
     files = list(DATA.rglob("*.npy"))
     size = sum(f.stat().st_size for f in files)
     print(f"{len(w.lines)} cases, {len(files)} files, {size / 1e6:.2f} MB in {DATA}")

@@ -8,6 +8,7 @@
 
 #include "nn/library_builtins.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -40,13 +41,12 @@ bool same_bits(const tmod::Tensor& a, const tmod::Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.data<float>(), b.data<float>(), a.nbytes()) == 0;
 }
 
-/// Traces a call of `module` on a (2, 3, 6, 6) input, runs it, saves and loads it, and checks the
-/// outputs against the eager call and the rebuilt module's config against the original's.
+/// Traces a call of `module` on `x` (a (2, 3, 6, 6) input by default), runs it, saves and loads it,
+/// and checks the outputs against the eager call and the rebuilt module's config against the original's.
 template <std::size_t Arity = 1, class B>
-void check_builtin(B module) {
+void check_builtin(B module, const tmod::Tensor& x = tmod::randn({2, 3, 6, 6})) {
   Calls<B, Arity> user(std::move(module));
   user.eval();
-  const tmod::Tensor x = tmod::randn({2, 3, 6, 6});
   const tmod::Tensor eager = user.forward(x);
   tmod::TracedModule traced = tmod::trace_module(user, x);
   CHECK(tmod::graph::to_string(traced.graph()).find(" = m(") != std::string::npos);
@@ -60,6 +60,13 @@ void check_builtin(B module) {
   CHECK(dynamic_cast<const B&>(rebuilt).config() == user.m.config());
   CHECK(B::from_config(user.m.config()).config() == user.m.config());
   CHECK(same_bits(back(x).tensor(), eager));
+}
+
+/// int32 indices 0, 1, ..., 5 shaped (2, 3): an Embedding's input.
+tmod::Tensor indices() {
+  tmod::Tensor t = tmod::Tensor::empty({2, 3}, tmod::DType::int32);
+  for (std::int32_t i = 0; i < 6; ++i) t.data<std::int32_t>()[i] = i;
+  return t;
 }
 
 /// One small instance of each builtin module of the library, by type name.
@@ -95,6 +102,8 @@ const std::map<std::string, std::function<void()>>& samples() {
        }},
       {"Elemwise", [] { check_builtin<2>(M::Elemwise("FUSE_ADD_RELU")); }},
       {"Dropout", [] { check_builtin(M::Dropout(0.5)); }},
+      {"ChannelShuffle", [] { check_builtin(M::ChannelShuffle(3)); }},
+      {"Embedding", [] { check_builtin(M::Embedding(6, 4, 2), indices()); }},
       {"ConvBn2d", [] { check_builtin(M::ConvBn2d(3, 4, 1)); }},
       {"ConvBnRelu2d", [] { check_builtin(M::ConvBnRelu2d(3, 6, 3, {.padding = 1, .groups = 3})); }},
   };
