@@ -32,8 +32,8 @@ done
 time_ort=$(cd "$(dirname "$0")" && pwd)/time_ort.js
 threads=(1 2)
 
-median() {  # median of the numbers on stdin (the lower middle of an even count)
-  sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+median() {  # median of the numbers in $1, one per word (the lower middle of an even count)
+  tr ' ' '\n' <<< "$1" | sort -g | awk 'NF { v[++n] = $1 } END { print v[int((n + 1) / 2)] }'
 }
 
 echo "| model | batch | threads | tracemod ms | ONNX Runtime ms | tracemod / ORT | rel err tracemod, ORT |"
@@ -42,9 +42,9 @@ for model in "$@"; do
   if [ -f "$model/model.onnx" ]; then
     dir=$model
     # the batch is the first extent of the first input, read from its .npy header
-    rows=$(head -c 256 "$dir/input_0.npy" | tr -d '\0' | grep -ao "'shape': ([0-9]*" | grep -o '[0-9]*$' || echo "?")
+    model_batch=$(head -c 256 "$dir/input_0.npy" | tr -d '\0' | grep -ao "'shape': ([0-9]*" | grep -o '[0-9]*$' || echo "?")
   else
-    dir=$npm_dir/models/${model}_b$batch rows=$batch
+    dir=$npm_dir/models/${model}_b$batch model_batch=$batch
     "$tracemod_ort" export "$dir" "$model" "$batch"
   fi
   declare -A tm=() rt=() tm_err=() rt_err=()
@@ -59,9 +59,8 @@ for model in "$@"; do
     done
   done
   for t in "${threads[@]}"; do
-    a=$(tr ' ' '\n' <<< "${tm[$t]}" | grep . | median)
-    b=$(tr ' ' '\n' <<< "${rt[$t]}" | grep . | median)
-    printf "| %s | %s | %s | %.2f | %.2f | %.2f | %s, %s |\n" "$(basename "$model")" "$rows" "$t" "$a" "$b" \
+    a=$(median "${tm[$t]}") b=$(median "${rt[$t]}")
+    printf "| %s | %s | %s | %.2f | %.2f | %.2f | %s, %s |\n" "$(basename "$model")" "$model_batch" "$t" "$a" "$b" \
       "$(awk -v a="$a" -v b="$b" 'BEGIN { print a / b }')" "${tm_err[$t]}" "${rt_err[$t]}"
   done
   unset tm rt tm_err rt_err
