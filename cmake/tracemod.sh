@@ -7,6 +7,8 @@
 #                            UndefinedBehaviorSanitizer, and the libFuzzer targets for 30 s;
 #                            docs/build.md lists what each part costs
 #   cmake/tracemod.sh bench  builds and runs the benchmarks (extra arguments go to Google Benchmark)
+#   cmake/tracemod.sh bench-ort [--batch B] [--rounds R] [--runs N] [model ...]  times tracemod
+#                            next to ONNX Runtime (from npm) on the same ONNX files (docs/build.md)
 #   cmake/tracemod.sh zoo [model ...]  exports torchvision's families with PyTorch and checks their
 #                            ONNX import against PyTorch's outputs (docs/onnx.md, "The model zoo")
 set -euo pipefail
@@ -33,6 +35,8 @@ jobs=$(nproc)
 fuzz_packages=(clang-14 libclang-rt-14-dev)  # libFuzzer and the sanitizer runtimes of clang 14
 test_packages=(python3)  # test_graph reads the profiler's Chrome trace back with json.tool
 zoo_packages=(python3-torch python3-torchvision)  # the zoo's exports (tests/reference/zoo_export.py)
+# ONNX Runtime's side of bench-ort: npm (Debian's, unless a node.js that brings its own is installed)
+ort_packages=(nodejs npm)
 
 # run_fuzzer <target> <seconds> <corpus dir> <seed dirs...>: one libFuzzer run, its output in
 # build/fuzz/<target>.log and its exit status in build/fuzz/<target>.status.
@@ -165,6 +169,21 @@ case "${1:-}" in
     shift
     ./build/release/bench/tracemod_bench "$@"
     ;;
+  bench-ort)  # bench-ort [options] [model ...]: bench/ort/side_by_side.sh lists them
+    command -v npm >/dev/null || packages+=("${ort_packages[@]}")
+    install_missing
+    configure build/release -DCMAKE_BUILD_TYPE=Release -DTRACEMOD_QUICK_EXAMPLES=OFF
+    cmake --build build/release -j "$jobs" --target tracemod_ort
+    # onnxruntime-node ships its CPU library in the package; its install script only fetches GPU
+    # builds, hence --ignore-scripts. npm runs again only when bench/ort/package.json changes.
+    mkdir -p build/ort
+    if ! cmp -s bench/ort/package.json build/ort/package.json || [ ! -d build/ort/node_modules/onnxruntime-node ]; then
+      cp bench/ort/package.json build/ort/package.json
+      (cd build/ort && npm install --ignore-scripts --no-audit --no-fund)
+    fi
+    shift
+    bench/ort/side_by_side.sh build/release/bench/tracemod_ort build/ort "$@"
+    ;;
   zoo)  # zoo [model ...]: every model of tests/reference/zoo_export.py, or the named ones
     packages+=("${zoo_packages[@]}")
     install_missing
@@ -183,7 +202,7 @@ case "${1:-}" in
     run_fuzzers "${2:-60}"
     ;;
   *)
-    echo "usage: cmake/tracemod.sh demo|test|bench [benchmark args]|zoo [model ...]|fuzz [seconds]" >&2
+    echo "usage: cmake/tracemod.sh demo|test|bench [benchmark args]|bench-ort [options] [model ...]|zoo [model ...]|fuzz [seconds]" >&2
     exit 2
     ;;
 esac
