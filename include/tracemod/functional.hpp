@@ -21,6 +21,7 @@
 #include <tracemod/functional/power.hpp>
 #include <tracemod/functional/reduce.hpp>
 #include <tracemod/functional/shape_ops.hpp>
+#include <tracemod/functional/shape_values.hpp>
 #include <tracemod/functional/softmax.hpp>
 #include <tracemod/functional/stack.hpp>
 #include <tracemod/functional/tensor_methods.hpp>

@@ -158,7 +158,7 @@ TEST_CASE("concat: mismatched shapes, bad axis, no inputs") {
                        value_error);
   const std::array<Shape, 1> scalar = {Shape{}};
   CHECK_THROWS_AS((void)k::concat_shape(scalar.data(), 1, 0), value_error);
-  CHECK_THROWS_AS(k::concat(nullptr, nullptr, 0, 0, nullptr), value_error);
+  CHECK_THROWS_AS(k::concat<float>(nullptr, nullptr, 0, 0, nullptr), value_error);
   float y = 0;
   const std::array<const float*, 2> none = {nullptr, nullptr};
   CHECK_THROWS_AS(k::concat(none.data(), extents.data(), 2, 2, &y), shape_error);

@@ -108,4 +108,41 @@ TEST_CASE("ONNX: torch.onnx exports with dynamic_axes import with dynamic dims a
   }
 }
 
+namespace {
+
+/// torch's `fc(x.view(x.size(0), -1))`: shapes read as values (GetVarShape).
+struct ViewNet : tmod::Module {
+  tmod::nn::Linear fc{24, 5};
+  TM_MODULE(ViewNet, fc)
+  auto forward(const auto& x) const {
+    namespace F = tracemod::functional;
+    return fc(F::reshape_to(x, F::tensor_from_list(F::size(x, 0), -1)));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ONNX: shapes read as values export as Shape, Cast and Reshape, and re-import at static dims") {
+  ViewNet net;
+  const tmod::TracedModule t =
+      tmod::trace_module(net, tmod::randn({2, 2, 3, 4}), tmod::TraceOptions{.dynamic_dims = {{0, "N"}}});
+  const auto path = std::filesystem::temp_directory_path() / "tracemod_onnx_shape_values.onnx";
+  tmod::onnx::export_model(t, path);
+  proto::ModelProto model;
+  {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE(model.ParseFromIstream(&in));
+  }
+  std::vector<std::string> types;
+  for (const auto& n : model.graph().node()) types.push_back(n.op_type());
+  CHECK(std::find(types.begin(), types.end(), "Shape") != types.end());
+  CHECK(std::find(types.begin(), types.end(), "Reshape") != types.end());
+  const tmod::TracedModule fixed = tmod::onnx::import_model(path, {.dims = {{"N", 3}}});
+  const tmod::Tensor x = tmod::randn({3, 2, 3, 4});
+  CHECK(golden::max_rel_err(fixed(x).tensor(), net(x)) <= 1e-6);
+  // with dynamic dims, Shape would read the symbolic batch at import time
+  CHECK_THROWS_AS(tmod::onnx::import_model(path, {.dims = {{"N", 3}}, .dynamic_dims = true}), tmod::error);
+  std::filesystem::remove(path);
+}
+
 }  // namespace tmod_test_onnx_dynamic_shapes

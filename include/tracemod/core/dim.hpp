@@ -255,11 +255,22 @@ using DimBinding = std::map<std::string, std::int64_t, std::less<>>;
 /// The constant dims of a static shape.
 [[nodiscard]] inline Dims to_dims(const Shape& s) { return Dims(s.begin(), s.end()); }
 
+/// The value of a small int32 tensor computed from shapes while a graph is recorded (F::shape_of,
+/// and what getitem, stack and tensor_from_list build from it): one expression per element (one for
+/// a rank-0 tensor) over the graph's symbols, and its value at the example extents.
+struct ShapeValue {
+  Dims dims;
+  std::vector<std::int64_t> example;
+  friend bool operator==(const ShapeValue&, const ShapeValue&) = default;
+};
+
 /// A tensor as symbolic shape inference sees it: its dims and the example shape it was traced with
-/// (ops read example extents where a rule depends on them, such as broadcasting).
+/// (ops read example extents where a rule depends on them, such as broadcasting), and its value
+/// when it is a ShapeValue (null otherwise).
 struct ShapeDims {
   Dims dims;
   Shape shape;
+  const ShapeValue* value = nullptr;
 };
 
 /// The output extent of a sliding window (convolution, pooling) over `in`:

@@ -97,6 +97,11 @@ struct astype_fn : op_base<astype_fn> {
   static constexpr bool shape_ignores_params = true;  // typed graphs know its shape at compile time
   static constexpr Shape infer_shape(const params&, const Shape& x) { return x; }
   static Dims infer_dims(const params&, const ShapeDims& x) { return x.dims; }
+  /// A shape value stays one as int32 (core/dim.hpp).
+  static std::optional<ShapeValue> infer_value(const params& p, const ShapeDims& x) {
+    if (p.dtype != DType::int32 || x.value == nullptr) return std::nullopt;
+    return *x.value;
+  }
   /// The requested dtype; with the params unknown, the input's (it takes any dtype).
   static DType infer_dtype(const params* p, std::span<const DType> in) {
     if (p != nullptr) return p->dtype;

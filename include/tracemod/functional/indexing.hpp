@@ -358,6 +358,22 @@ struct getitem_fn : op_base<getitem_fn> {
     return out;
   }
 
+  /// Of a shape value (core/dim.hpp), the elements the index picks.
+  static std::optional<ShapeValue> infer_value(const params& p, const ShapeDims& x) {
+    if (x.value == nullptr || x.shape.rank() != 1) return std::nullopt;
+    const std::vector<detail::axis_plan> plan = detail::index_plan(p.index, x.shape, target);
+    std::vector<std::int64_t> position(static_cast<std::size_t>(x.shape[0]));
+    for (std::size_t i = 0; i < position.size(); ++i) position[i] = static_cast<std::int64_t>(i);
+    std::vector<std::int64_t> picked(plan[0].count);
+    detail::gather_plan(plan, x.shape, position.data(), picked.data());
+    ShapeValue v;
+    for (std::int64_t i : picked) {
+      v.dims.push_back(x.value->dims[static_cast<std::size_t>(i)]);
+      v.example.push_back(x.value->example[static_cast<std::size_t>(i)]);
+    }
+    return v;
+  }
+
   static Tensor eager(const params& p, const Tensor& x) {
     require_defined(target, "self", x);
     const std::vector<detail::axis_plan> plan = detail::index_plan(p.index, x.shape(), target);

@@ -13,6 +13,9 @@
 //   infer_dims(params, operands...) -> Dims   the symbolic output shape (core/dim.hpp) of a call on
 //                  operands with dynamic dims, each a `const ShapeDims&` (a pointer for an optional
 //                  tensor, a span for a list); elementwise ops need none: they broadcast their operands
+//   infer_value(params, operands...) -> std::optional<ShapeValue>   for the ops that compute shapes
+//                  as values (shape_of, getitem, stack): the output's value from the operands' (in
+//                  infer_dims' forms; ShapeDims::value is null where an operand's value is unknown)
 // and, where they apply, the op's facts:
 //   kernel_op      the elementwise functor of fbatch values the kernel runs (elementwise.hpp): fused
 //                  programs call it (fused_program.hpp), typed graphs fuse it (trace/evaluate.hpp)
@@ -57,6 +60,8 @@ enum class operand_kind : std::uint8_t {
   optional_tensor,   // a tensor or tmod::none
   tensor_or_scalar,  // a tensor or a C++ number (kept as a const value)
   tensor_list,       // a sequence of tensors (concat)
+  shape_value,       // an int32 tensor whose value is known when the call is recorded (a ShapeValue,
+                     // core/dim.hpp): infer_shape and infer_dims take it as `const ShapeValue&`
 };
 
 struct operand {

@@ -47,6 +47,7 @@ struct erased_shape {
   erased_operand::kind k = erased_operand::kind::none;
   Shape shape{};
   std::span<const Shape> list{};
+  const ShapeValue* value = nullptr;  ///< a tensor operand's value, where it is known (core/dim.hpp)
 };
 
 /// An operand of a type-erased symbolic shape inference: its dims and example shape (rank 0 for a
@@ -96,6 +97,9 @@ struct op_entry {
   /// Op::infer_dims, else, for an elementwise op, its operands broadcast; throws shape_error for an
   /// op that describes neither. Called after infer_shape accepted the example shapes.
   std::function<Dims(const void* params, std::span<const erased_dims>)> infer_dims;
+  /// The value of the output, for an op that computes shapes as values (Op::infer_value); null for
+  /// the others, whose outputs' values are not known before a run.
+  std::function<std::optional<ShapeValue>(const void* params, std::span<const erased_dims>)> infer_value;
   /// The cost of a call (functional/cost.hpp) from its operand shapes and its output shape.
   std::function<op_cost(const void* params, std::span<const erased_shape>, const Shape& out)> cost;
   /// The output dtype given the params (null when they are not known yet) and the operands' dtypes:
@@ -166,13 +170,26 @@ inline op_cost io_bytes(std::span<const erased_shape> shapes, const Shape& out) 
   return c;
 }
 
+/// The value of shape-value operand `name` of Op; throws shape_error when it is not known.
+template <class Op>
+const ShapeValue& known_value(const ShapeValue* v, std::string_view name, const Shape& shape) {
+  if (v == nullptr)
+    throw shape_error(std::string(Op::target) + ": operand '" + std::string(name) + "' " + shape.to_string() +
+                      " must be an int32 value computed from shapes (F::shape_of, F::size, getitem, stack, "
+                      "tensor_from_list) or a constant, so that the result's shape is known when recorded");
+  return *v;
+}
+
 /// Erased shape K in the form Op::infer_shape takes for its operand kind.
 template <class Op, std::size_t K>
 decltype(auto) shape_arg(std::span<const erased_shape> shapes) {
   using k = erased_operand::kind;
   constexpr operand_kind kind = Op::operands[K].kind;
   const erased_shape& s = shapes[K];
-  if constexpr (kind == operand_kind::tensor_list) {
+  if constexpr (kind == operand_kind::shape_value) {
+    if (s.k != k::tensor) bad_operand(Op::target, Op::operands[K].name, "a tensor");
+    return known_value<Op>(s.value, Op::operands[K].name, s.shape);
+  } else if constexpr (kind == operand_kind::tensor_list) {
     if (s.k != k::list) bad_operand(Op::target, Op::operands[K].name, "a list of tensors");
     return s.list;
   } else if constexpr (kind == operand_kind::optional_tensor) {
@@ -196,7 +213,9 @@ template <class Op, std::size_t K>
 decltype(auto) dims_arg(std::span<const erased_dims> ops) {
   constexpr operand_kind kind = Op::operands[K].kind;
   const erased_dims& d = ops[K];
-  if constexpr (kind == operand_kind::tensor_list)
+  if constexpr (kind == operand_kind::shape_value)
+    return known_value<Op>(d.one.value, Op::operands[K].name, d.one.shape);
+  else if constexpr (kind == operand_kind::tensor_list)
     return std::span<const ShapeDims>(d.list);
   else if constexpr (kind == operand_kind::optional_tensor)
     return d.k == erased_operand::kind::none ? static_cast<const ShapeDims*>(nullptr) : &d.one;
@@ -305,6 +324,12 @@ op_entry make_entry() {
                         " operands, got " + std::to_string(shapes.size()));
     return erased_cost<Op>(*static_cast<const P*>(params), shapes, out, std::make_index_sequence<Op::operands.size()>{});
   };
+  if constexpr (requires { &Op::infer_value; })
+    e.infer_value = [](const void* params, std::span<const erased_dims> ops) -> std::optional<ShapeValue> {
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return Op::infer_value(*static_cast<const P*>(params), dims_arg<Op, I>(ops)...);
+      }(std::make_index_sequence<Op::operands.size()>{});
+    };
   if constexpr (requires(onnx_export_context& cx, const P& p) { Op::onnx_export(cx, p); })
     e.onnx_export = [](onnx_export_context& cx, const void* p) { Op::onnx_export(cx, *static_cast<const P*>(p)); };
   if constexpr (requires { Op::onnx_imports(); })

@@ -1,7 +1,7 @@
 // F::stack: joins tensors of one shape along a new axis (PyTorch's torch.stack, MegEngine's
 // F.stack). F::tensor_from_list(items...) builds a 1-D tensor from numbers and rank-0 tensors, some
 // of them traced values (MegEngine's `Tensor([1, t, 1])`): it is F::stack of the items, numbers
-// made rank-0 float32 tensors, so a traced list is one `tensor.stack` call whose number items are
+// made rank-0 tensors (int32 in a list of int32 tensors, float32 otherwise), so a traced list is one `tensor.stack` call whose number items are
 // Constants.
 #pragma once
 
@@ -10,9 +10,11 @@
 #include <tracemod/kernels/layout.hpp>
 
 #include <array>
+#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <span>
 #include <string>
 #include <tuple>
@@ -69,18 +71,45 @@ struct stack_fn : op_base<stack_fn> {
     out.insert(out.begin() + static_cast<std::ptrdiff_t>(axis), DimExpr(static_cast<std::int64_t>(inps.size())));
     return out;
   }
+  /// Of rank-0 shape values stacked along axis 0 (a shape built from extents, core/dim.hpp), their
+  /// elements in order.
+  static std::optional<ShapeValue> infer_value(const params& p, std::span<const ShapeDims> inps) {
+    if (inps.empty() || normalize_axis(p.axis, 1, target) != 0) return std::nullopt;
+    ShapeValue v;
+    for (const ShapeDims& x : inps) {
+      if (x.value == nullptr || x.shape.rank() != 0) return std::nullopt;
+      v.dims.push_back(x.value->dims.at(0));
+      v.example.push_back(x.value->example.at(0));
+    }
+    return v;
+  }
+
+  /// float32, or int32 (shapes built as values); one dtype for all inputs.
+  static constexpr bool any_dtype = true;
   static Tensor eager(const params& p, std::span<const Tensor> inps) {
     std::vector<Shape> shapes;
-    std::vector<const float*> data;
     for (std::size_t i = 0; i < inps.size(); ++i) {
-      require_float32(target, "inps[" + std::to_string(i) + "]", inps[i]);
+      const std::string operand = "inps[" + std::to_string(i) + "]";
+      require_defined(target, operand, inps[i]);
+      if (inps[i].dtype() != inps[0].dtype() || (inps[i].dtype() != DType::float32 && inps[i].dtype() != DType::int32))
+        throw dtype_error(std::string(target) + ": operand '" + operand + "' has dtype " +
+                          std::string(dtype_name(inps[i].dtype())) + " and inps[0] " +
+                          std::string(dtype_name(inps[0].dtype())) + "; stacked tensors share one dtype, float32 or int32");
       shapes.push_back(inps[i].shape());
-      data.push_back(inps[i].data<float>());
     }
     std::size_t axis = 0;
     const std::vector<Shape> joined = joined_shapes(p, shapes, axis);
-    Tensor y = Tensor::empty(kernels::concat_shape(joined.data(), joined.size(), axis, target), DType::float32, target);
-    kernels::concat(data.data(), joined.data(), joined.size(), axis, y.data<float>());
+    const DType dtype = inps.empty() ? DType::float32 : inps[0].dtype();
+    Tensor y = Tensor::empty(kernels::concat_shape(joined.data(), joined.size(), axis, target), dtype, target);
+    const auto join = [&]<class T>(T*) {
+      std::vector<const T*> data;
+      for (const Tensor& t : inps) data.push_back(t.data<T>());
+      kernels::concat(data.data(), joined.data(), joined.size(), axis, y.data<T>());
+    };
+    if (dtype == DType::int32)
+      join(static_cast<std::int32_t*>(nullptr));
+    else
+      join(static_cast<float*>(nullptr));
     return y;
   }
   static Tensor eager(const params& p, const std::vector<Tensor>& inps) { return eager(p, std::span<const Tensor>(inps)); }
@@ -118,16 +147,35 @@ namespace detail {
 /// The numbers already made tensors by one tensor_from_list call: equal numbers share one tensor,
 /// so a traced list records one Constant per distinct number.
 struct list_numbers {
+  DType dtype = DType::float32;  // int32 when the list holds an int32 tensor (a shape built as a value)
   std::vector<std::pair<double, Tensor>> made;
   Tensor operator()(double v) {
     for (const auto& [value, t] : made)
       if (value == v) return t;
-    Tensor t = Tensor::empty(Shape{}, DType::float32, stack_fn::target);
-    t.data<float>()[0] = static_cast<float>(v);
+    Tensor t = Tensor::empty(Shape{}, dtype, stack_fn::target);
+    if (dtype == DType::int32) {
+      if (v != std::trunc(v) || v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max())
+        throw value_error(std::string(stack_fn::target) + ": the number " + std::to_string(v) +
+                          " of a list holding int32 tensors is not an int32");
+      t.data<std::int32_t>()[0] = static_cast<std::int32_t>(v);
+    } else {
+      t.data<float>()[0] = static_cast<float>(v);
+    }
     made.emplace_back(v, t);
     return t;
   }
 };
+
+/// int32 when some tensor item is (a list building a shape from extents), else float32.
+template <class... I>
+DType list_dtype(const I&... items) {
+  bool int32 = false;
+  const auto visit = [&]<class T>(const T& item) {
+    if constexpr (requires { { item.dtype() } -> std::convertible_to<DType>; }) int32 = int32 || item.dtype() == DType::int32;
+  };
+  (visit(items), ...);
+  return int32 ? DType::int32 : DType::float32;
+}
 
 template <class I>
 using list_item_t = std::conditional_t<scalar_operand<I>, Tensor, I>;
@@ -142,12 +190,13 @@ list_item_t<I> list_item(list_numbers& numbers, const I& item) {
 
 }  // namespace detail
 
-/// A 1-D float32 tensor of the items, in order: numbers and rank-0 tensors (eager tensors, or
-/// traced values while tracing). tensor_from_list(1, x.size(0), 1) is MegEngine's Tensor([1, n, 1]).
+/// A 1-D tensor of the items, in order: numbers and rank-0 tensors (eager tensors, or traced values
+/// while tracing); float32, or int32 when an item is an int32 tensor, so
+/// tensor_from_list(1, F::size(x, 0), 1) is MegEngine's Tensor([1, n, 1]) built from an extent.
 template <class... I>
   requires(sizeof...(I) > 0)
 auto tensor_from_list(const I&... items) {
-  detail::list_numbers numbers;
+  detail::list_numbers numbers{detail::list_dtype(items...), {}};
   // A braced list converts the items left to right.
   const std::tuple<detail::list_item_t<I>...> list{detail::list_item(numbers, items)...};
   return stack(list, stack_params{0});

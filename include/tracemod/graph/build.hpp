@@ -19,6 +19,29 @@
 
 namespace tracemod::graph {
 
+namespace detail {
+
+/// Whether a node's dims or value involve a symbol (so the ops it feeds infer symbolic dims).
+inline bool has_symbols(const TensorNode& t) {
+  return t.is_dynamic() || (t.value() != nullptr && !is_static(t.value()->dims));
+}
+
+/// The value of a Constant that holds a ShapeValue: int32, rank 0 or 1, at most Shape::max_rank
+/// elements (a shape's length).
+inline std::optional<ShapeValue> constant_value(const Tensor& t) {
+  if (!t.defined() || t.dtype() != DType::int32 || t.shape().rank() > 1 || t.numel() > static_cast<std::int64_t>(Shape::max_rank))
+    return std::nullopt;
+  ShapeValue v;
+  const std::int32_t* d = t.data<std::int32_t>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    v.dims.push_back(DimExpr(d[i]));
+    v.example.push_back(d[i]);
+  }
+  return v;
+}
+
+}  // namespace detail
+
 inline ModuleNode* Graph::add_self_input(std::string module_type) {
   std::unique_ptr<Expr> e(new Expr(ExprKind::input, this));
   auto node = std::make_unique<ModuleNode>(this, auto_name("self", nullptr), std::move(module_type));
@@ -73,6 +96,7 @@ inline TensorNode* Graph::create_constant(const Tensor& value, std::string_view 
   auto* raw = static_cast<TensorNode*>(
       e->add_output(std::make_unique<TensorNode>(this, "", value.shape(), value.dtype())));
   raw->set_qparams(value.qparams());
+  raw->set_value(detail::constant_value(value));
   raw->name_ = auto_name(node_name, raw);
   raw->qualname_ = qualname_ + ".[" + raw->name_ + "]";
   insert(std::move(e));
@@ -110,15 +134,10 @@ inline std::string strip_underscores(std::string_view s) {
 
 namespace detail {
 
-/// The symbolic output shape of op call `e` (inputs `inputs`, example output `out`): the op's
-/// infer_dims on its operands' dims; throws shape_error for an op without one, or for dims that
-/// do not give the example shape at the example extents of their symbols.
-inline Dims infer_call_dims(const functional::op_entry& op, const void* params, const Expr& e,
-                            const std::vector<Node*>& inputs, const Shape& out) {
-  const auto dims_of = [&](std::size_t j) {
-    const auto* t = static_cast<const TensorNode*>(inputs[j]);
-    return ShapeDims{t->dims(), t->shape()};
-  };
+/// The operands of op call `e` (inputs `inputs`) as symbolic shape inference sees them.
+inline std::vector<functional::erased_dims> call_dims(const functional::op_entry& op, const Expr& e,
+                                                      const std::vector<Node*>& inputs) {
+  const auto dims_of = [&](std::size_t j) { return static_cast<const TensorNode*>(inputs[j])->shape_dims(); };
   std::vector<functional::erased_dims> ops(op.operands.size());
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Expr::Operand b = e.operand(i);
@@ -127,9 +146,17 @@ inline Dims infer_call_dims(const functional::op_entry& op, const void* params, 
     if (b.kind == functional::erased_operand::kind::list)
       for (std::size_t j : b.inputs) ops[i].list.push_back(dims_of(j));
   }
+  return ops;
+}
+
+/// The symbolic output shape of op call `e` (inputs `inputs`, example output `out`): the op's
+/// infer_dims on its operands' dims; throws shape_error for an op without one, or for dims that
+/// do not give the example shape at the example extents of their symbols.
+inline Dims infer_call_dims(const functional::op_entry& op, const void* params, const Expr& e,
+                            const std::vector<Node*>& inputs, const Shape& out) {
   if (!op.infer_dims)
     throw shape_error(op.target + " has no symbolic shape inference, so it cannot take a tensor with dynamic dimensions");
-  Dims d = op.infer_dims(params, ops);
+  Dims d = op.infer_dims(params, call_dims(op, e, inputs));
   if (d.size() != out.rank())
     throw shape_error(op.target + ": symbolic shape " + to_string(d) + " does not have the rank of the output shape " +
                       out.to_string());
@@ -181,6 +208,7 @@ inline Expr* Graph::create_op_call(const functional::op_entry& op, const std::ve
       const Node* n = inputs[b.inputs.front()];
       if (!n->is_tensor()) throw graph_error(where() + ": operand '" + std::string(op.operands[i].name) + "' is a module");
       sh.shape = static_cast<const TensorNode*>(n)->shape();
+      sh.value = static_cast<const TensorNode*>(n)->value();
       dtypes.push_back(static_cast<const TensorNode*>(n)->dtype());
     } else if (b.kind == k::list) {
       for (std::size_t j : b.inputs) {
@@ -200,13 +228,16 @@ inline Expr* Graph::create_op_call(const functional::op_entry& op, const std::ve
   const Shape out_shape = op.infer_shape(p, shapes);
   const DType out_dtype = op.infer_dtype(p, dtypes);
   std::optional<Dims> out_dims;
-  if (std::any_of(inputs.begin(), inputs.end(), [](const Node* n) { return n->is_tensor() && static_cast<const TensorNode*>(n)->is_dynamic(); }))
+  if (std::any_of(inputs.begin(), inputs.end(), [](const Node* n) { return n->is_tensor() && detail::has_symbols(*static_cast<const TensorNode*>(n)); }))
     out_dims = detail::infer_call_dims(op, p, *e, inputs, out_shape);
+  std::optional<ShapeValue> out_value;
+  if (op.infer_value) out_value = op.infer_value(p, detail::call_dims(op, *e, inputs));
   // Commit: nothing below throws.
   e->inputs_ = inputs;
   for (Node* n : inputs) n->users_.push_back(e.get());
   auto* out = static_cast<TensorNode*>(e->add_output(std::make_unique<TensorNode>(this, "", out_shape, out_dtype)));
   if (out_dims) out->set_dims(*out_dims);
+  out->set_value(std::move(out_value));
   const bool method = op.kind == functional::call_kind::method;
   out->name_ = auto_name((method ? detail::strip_underscores(op.name) : op.name) + "_out", out);
   out->qualname_ = qualname_ + (method ? ".[method_" : ".[func_") + detail::strip_underscores(op.name) + "]";
@@ -297,6 +328,7 @@ inline std::unique_ptr<Node> Graph::copy_node(const Node& n, Graph* g, std::stri
     auto tn = std::make_unique<TensorNode>(g, std::move(name), t.shape(), t.dtype());
     tn->set_qparams(t.qparams());
     if (t.is_dynamic()) tn->set_dims(t.dims());
+    if (t.value() != nullptr) tn->set_value(*t.value());
     c = std::move(tn);
   } else {
     c = std::make_unique<ModuleNode>(g, std::move(name), static_cast<const ModuleNode&>(n).module_type());

@@ -96,8 +96,18 @@ class TensorNode final : public Node {
   /// The symbolic shape when dynamic, else the shape: "(batch, 64, H, W)".
   [[nodiscard]] std::string shape_text() const { return dims_ ? to_string(*dims_) : shape_.to_string(); }
 
+  /// The value of an int32 tensor of rank 0 or 1 computed from shapes (F::shape_of and what is
+  /// built from it) or held by a small Constant; null when the value is not known until a run.
+  [[nodiscard]] const ShapeValue* value() const noexcept { return value_.get(); }
+  void set_value(std::optional<ShapeValue> v) {
+    value_ = v ? std::make_shared<const ShapeValue>(std::move(*v)) : nullptr;
+  }
+  /// As symbolic shape inference sees the node (core/dim.hpp).
+  [[nodiscard]] ShapeDims shape_dims() const { return {dims(), shape_, value_.get()}; }
+
  private:
   std::shared_ptr<const Dims> dims_;  // null: static
+  std::shared_ptr<const ShapeValue> value_;  // null: not known before a run
   Shape shape_;
   DType dtype_;
   std::optional<QParams> qparams_;

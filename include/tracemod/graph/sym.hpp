@@ -41,8 +41,15 @@ class Sym {
   [[nodiscard]] const Shape& shape() const { return tensor_node().shape(); }
   [[nodiscard]] DType dtype() const { return tensor_node().dtype(); }
   [[nodiscard]] std::size_t ndim() const { return shape().rank(); }
+  /// The example extent of a static axis; a symbolic axis has none to give (F::size records it).
   [[nodiscard]] std::int64_t size(std::int64_t axis) const {
-    return shape()[normalize_axis(axis, ndim(), "Sym.size")];
+    const std::size_t a = normalize_axis(axis, ndim(), "Sym.size");
+    const TensorNode& t = tensor_node();
+    if (t.is_dynamic() && !t.dims()[a].is_constant())
+      throw shape_error("Sym.size(" + std::to_string(axis) + "): axis " + std::to_string(a) + " of " + describe() +
+                        " is symbolic, " + t.shape_text() + ", so its extent is not known while recording; "
+                        "F::size(x, " + std::to_string(axis) + ") records it as a value");
+    return shape()[a];
   }
   [[nodiscard]] const TensorNode& tensor_node() const {
     if (!is_tensor()) throw graph_error("tmod::Sym: " + describe() + " is not a tensor");
@@ -329,6 +336,7 @@ R record_traced_call(Recorder& r, const M& m, const A&... args) {
       if constexpr (is_sym_v<T>) {
         TensorNode* in = g.add_tensor_input("x", a.shape(), a.dtype());
         if (a.tensor_node().is_dynamic()) in->set_dims(a.tensor_node().dims());
+        if (a.tensor_node().value() != nullptr) in->set_value(*a.tensor_node().value());
         return Sym(in);
       } else if constexpr (std::derived_from<T, Tensor>) {
         return Sym(g.add_tensor_input("x", a.shape(), a.dtype()));
@@ -347,7 +355,9 @@ R record_traced_call(Recorder& r, const M& m, const A&... args) {
   const std::vector<Node*> sub_outputs = sub->outputs();
   for (std::size_t i = 0; i < e->output_count(); ++i) {
     const auto* from = static_cast<const TensorNode*>(sub_outputs[i]);
-    if (from->is_dynamic()) static_cast<TensorNode*>(e->output(i))->set_dims(from->dims());
+    auto* to = static_cast<TensorNode*>(e->output(i));
+    if (from->is_dynamic()) to->set_dims(from->dims());
+    if (from->value() != nullptr) to->set_value(*from->value());
   }
   std::size_t next = 0;
   return output_tree<R>::unflatten(e->outputs(), next);

@@ -119,6 +119,27 @@ inline Dims dims_from_json(const json& a, std::size_t rank, const std::string& w
   return d;
 }
 
+/// A node's ShapeValue (core/dim.hpp): {"dims": [...], "example": [...]}.
+inline json shape_value_json(const ShapeValue& v) { return json{{"dims", dims_json(v.dims)}, {"example", v.example}}; }
+
+/// The ShapeValue of a node whose shape is `shape` a file describes: as many elements as the node
+/// (an int32 of rank 0 or 1), each constant equal to its example; format_error otherwise.
+inline ShapeValue shape_value_from_json(const json& j, const Shape& shape, const std::string& where) {
+  const auto bad = [&](const std::string& why) { return format_error("load: " + where + ": value " + j.dump() + " " + why); };
+  if (!j.is_object() || !j.contains("example") || !j["example"].is_array() || !j.contains("dims")) throw bad("is malformed");
+  if (shape.rank() > 1 || j["example"].size() != static_cast<std::size_t>(shape.numel()))
+    throw bad("does not have the node's " + std::to_string(shape.numel()) + " elements");
+  ShapeValue v;
+  v.dims = dims_from_json(j["dims"], j["example"].size(), where);
+  for (const json& x : j["example"]) {
+    if (!x.is_number_integer()) throw bad("has an example that is not an integer");
+    v.example.push_back(x.get<std::int64_t>());
+  }
+  for (std::size_t i = 0; i < v.dims.size(); ++i)
+    if (v.dims[i].is_constant() && v.dims[i].value() != v.example[i]) throw bad("has a constant that is not its example");
+  return v;
+}
+
 }  // namespace detail
 }  // namespace io
 }  // namespace tracemod

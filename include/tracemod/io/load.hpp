@@ -327,6 +327,17 @@ class Reader : json_fields {
     graph::IdAllocator::assign(n, id);
     if (n.is_tensor()) static_cast<graph::TensorNode&>(n).set_qparams(qparams(j));
     if (n.is_tensor() && j.contains("dims")) restore_dims(static_cast<graph::TensorNode&>(n), j["dims"]);
+    if (n.is_tensor() && j.contains("value")) restore_value(static_cast<graph::TensorNode&>(n), j["value"]);
+  }
+
+  /// The value of a node computed from shapes (core/dim.hpp): an op call's must be the one its op
+  /// infers; an input's or a module call's output's is the saved one.
+  void restore_value(graph::TensorNode& t, const json& a) const {
+    const ShapeValue v = shape_value_from_json(a, t.shape(), where_ + ", node '" + t.name() + "'");
+    if (t.dtype() != DType::int32) fail("node '" + t.name() + "' has a value but is not int32");
+    if (t.expr()->op() != nullptr && (t.value() == nullptr || *t.value() != v))
+      fail("node '" + t.name() + "' is saved with a value its expr does not give");
+    t.set_value(v);
   }
 
   /// Symbolic dims of a node: an op call's must be the ones its op infers from its operands.

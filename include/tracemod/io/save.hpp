@@ -111,6 +111,7 @@ class Writer {
       j["dtype"] = dtype_str(t.dtype());
       if (t.qparams()) j["qparams"] = qparams_json(t.qparams());
       if (t.is_dynamic()) j["dims"] = dims_json(t.dims());
+      if (t.value() != nullptr) j["value"] = shape_value_json(*t.value());
     } else {
       j["module_type"] = static_cast<const graph::ModuleNode&>(n).module_type();
     }

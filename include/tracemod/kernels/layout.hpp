@@ -73,13 +73,14 @@ inline void transpose(const float* x, const Shape& in_shape, std::span<const std
 
 /// y = the inputs[0, count) (shapes[i] each) laid end to end along `axis`; y has shape
 /// concat_shape(shapes, count, axis) and must not overlap any input. Empty inputs may be null.
-inline void concat(const float* const* inputs, const Shape* shapes, std::size_t count, std::size_t axis, float* y) {
+template <class T>
+void concat(const T* const* inputs, const Shape* shapes, std::size_t count, std::size_t axis, T* y) {
   const Shape out = concat_shape(shapes, count, axis);
   if (out.numel() == 0) return;
   std::int64_t outer = 1, inner = 1;
   for (std::size_t d = 0; d < axis; ++d) outer *= out[d];
   for (std::size_t d = axis + 1; d < out.rank(); ++d) inner *= out[d];
-  const std::int64_t row = out[axis] * inner;  // floats of y per outer index
+  const std::int64_t row = out[axis] * inner;  // elements of y per outer index
   // The output, split across threads by element ranges: each chunk copies the pieces of the
   // input runs that fall inside it.
   parallel_for(0, outer * row, detail::grains().copy, [&](std::int64_t lo, std::int64_t hi) {
@@ -89,7 +90,7 @@ inline void concat(const float* const* inputs, const Shape* shapes, std::size_t 
         const std::int64_t run = shapes[i][axis] * inner;
         const std::int64_t first = std::max(lo, at), last = std::min(hi, at + run);
         if (first < last)
-          std::memcpy(y + first, inputs[i] + o * run + (first - at), static_cast<std::size_t>(last - first) * sizeof(float));
+          std::memcpy(y + first, inputs[i] + o * run + (first - at), static_cast<std::size_t>(last - first) * sizeof(T));
         at += run;
       }
     }

@@ -10,6 +10,7 @@
 #include <tracemod/trace/context.hpp>
 #include <tracemod/trace/node.hpp>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <span>
@@ -188,22 +189,35 @@ struct lazy_dynamic {
   using type = dynamic_dims;
 };
 
+/// Records a call of Op on typed operands: the shape inferred now, statically where it can be.
+template <class Op, class P, class... A>
+auto record_typed(const P& params, const A&... args) {
+  using operands_type = std::tuple<operand_t<A>...>;
+  constexpr bool shapes_agree = check_static_shapes<Op, operand_t<A>...>();
+  using shape_info = typename std::conditional_t<shapes_agree && all_static_v<Op, P, operand_t<A>...>,
+                                                 static_result<Op, operands_type>, lazy_dynamic<Op>>::type;
+  operands_type operands{to_operand(args)...};
+  Shape shape = infer<Op>(params, operands, std::index_sequence_for<A...>{});
+  (void)Tensor::byte_size(shape, DType::float32, Op::target);  // an output no allocation can hold fails now
+  return op_node<Op, P, shape_info, operand_t<A>...>{{}, params, std::move(operands), shape, next_call_id(Op::target)};
+}
+
 }  // namespace detail
 
 /// Records a call of Op on operands of which at least one is symbolic (found by op_base::apply
 /// through argument-dependent lookup).
 template <class Op, class P, traceable_operand... A>
 auto tracemod_apply(Op, const P& params, const A&... args) {
-  using operands_type = std::tuple<operand_t<A>...>;
-  constexpr bool shapes_agree = detail::check_static_shapes<Op, operand_t<A>...>();
-  using shape_info = typename std::conditional_t<shapes_agree && detail::all_static_v<Op, P, operand_t<A>...>,
-                                                 detail::static_result<Op, operands_type>,
-                                                 detail::lazy_dynamic<Op>>::type;
-  operands_type operands{to_operand(args)...};
-  Shape shape = detail::infer<Op>(params, operands, std::index_sequence_for<A...>{});
-  (void)Tensor::byte_size(shape, DType::float32, Op::target);  // an output no allocation can hold fails now
-  return op_node<Op, P, shape_info, operand_t<A>...>{{}, params, std::move(operands), shape,
-                                                      detail::next_call_id(Op::target)};
+  constexpr bool reads_shape_value =
+      std::any_of(Op::operands.begin(), Op::operands.end(),
+                  [](const functional::operand& o) { return o.kind == functional::operand_kind::shape_value; });
+  static_assert(!reads_shape_value,
+                "tmod::symbolic_trace: this op reads a shape computed as a value (F::reshape_to), which a typed "
+                "graph cannot hold: its shapes are static, so pass the target shape as a list (F::reshape)");
+  if constexpr (!reads_shape_value)
+    return detail::record_typed<Op>(params, args...);
+  else  // after the assertion, a node of the first operand keeps the rest of the trace quiet
+    return [](const auto& first, const auto&...) { return to_operand(first); }(args...);
 }
 
 // Symbolic tensors take the library's tensor operators (functional/tensor_methods.hpp); ADL finds

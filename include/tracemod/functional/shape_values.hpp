@@ -1,0 +1,154 @@
+// Shapes as values: F::shape_of(x) is x's shape as an int32 tensor (MegEngine's GetVarShape),
+// F::size(x, axis) one extent of it, and F::reshape_to(x, shape) reshapes to a shape held in an
+// int32 tensor. Recorded on tmod::Sym, they keep the shape arithmetic in the graph, so a forward
+// that reshapes with `x.size(0)` runs at any batch size once traced with a dynamic one:
+//
+//   F::reshape_to(x, F::tensor_from_list(F::size(x, 0), -1))   // x.view(x.size(0), -1)
+//
+// While a graph is recorded, each int32 value computed from shapes carries its ShapeValue
+// (core/dim.hpp): an expression per element over the graph's symbols, which getitem, stack,
+// tensor_from_list and astype carry on (their infer_value), and from which reshape_to states its
+// symbolic output shape.
+#pragma once
+
+#include <tracemod/functional/astype.hpp>
+#include <tracemod/functional/indexing.hpp>
+#include <tracemod/functional/onnx_rule.hpp>
+#include <tracemod/functional/op.hpp>
+#include <tracemod/functional/shape_ops.hpp>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace tracemod::functional {
+
+/// x's shape as a 1-D int32 tensor of x's rank (MegEngine's GetVarShape; torch's `x.shape` under
+/// tracing). Any dtype; extents above int32's range are a value_error.
+struct shape_of_fn : op_base<shape_of_fn> {
+  static constexpr std::string_view name = "getvarshape";
+  static constexpr std::string_view target = "GetVarShape";
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
+  using params = no_params;
+  static constexpr std::tuple<> fields{};
+
+  static constexpr Shape infer_shape(const params&, const Shape& x) {
+    return Shape{static_cast<std::int64_t>(x.rank())};
+  }
+  static Dims infer_dims(const params&, const ShapeDims& x) { return {static_cast<std::int64_t>(x.dims.size())}; }
+  static DType infer_dtype(const params*, std::span<const DType>) { return DType::int32; }
+  /// The operand's dims, extent by extent.
+  static std::optional<ShapeValue> infer_value(const params&, const ShapeDims& x) {
+    return ShapeValue{x.dims, std::vector<std::int64_t>(x.shape.begin(), x.shape.end())};
+  }
+  static op_cost cost(const params&, const Shape&, const Shape&) { return {}; }
+
+  static Tensor eager(const params&, const Tensor& x) {
+    require_defined(target, "inp", x);
+    Tensor y = Tensor::empty(Shape{static_cast<std::int64_t>(x.shape().rank())}, DType::int32, target);
+    for (std::size_t i = 0; i < x.shape().rank(); ++i) {
+      if (x.shape()[i] > std::numeric_limits<std::int32_t>::max())
+        throw value_error(std::string(target) + ": extent " + std::to_string(x.shape()[i]) + " of " +
+                          x.shape().to_string() + " does not fit in int32");
+      y.data<std::int32_t>()[i] = static_cast<std::int32_t>(x.shape()[i]);
+    }
+    return y;
+  }
+
+  /// ONNX's Shape gives int64: cast to tracemod's int32.
+  static void onnx_export(onnx_export_context& cx, const params&) {
+    const std::string s = cx.node1("Shape", {cx.input(0).name}, cx.fresh(cx.output() + "_int64"));
+    cx.node("Cast", {s}, {cx.output()}, {{"to", detail::onnx_int32}});
+  }
+};
+inline constexpr shape_of_fn shape_of{};
+TRACEMOD_REGISTER_BUILTIN_OP(shape_of_fn);
+
+/// Extent `axis` of x as a rank-0 int32 tensor: F::getitem(F::shape_of(x), axis), so a graph records
+/// it as MegEngine does (GetVarShape, then __getitem__).
+template <class X>
+auto size(const X& x, std::int64_t axis) {
+  return getitem(shape_of(x), axis);
+}
+
+namespace detail {
+
+/// The values [first, last) as a reshape's target (at most Shape::max_rank of them).
+template <class It>
+int_list to_int_list(It first, It last) {
+  int_list l;
+  for (; first != last; ++first) l.push_back(static_cast<std::int64_t>(*first));
+  return l;
+}
+
+/// The extent a -1 of a reshape stands for: the input's element count over the target's other
+/// extents, with the factors they share cancelled first, so `(N, -1)` of `(N, C, H, W)` gives
+/// `C*H*W`, not `N*C*H*W/N`.
+inline DimExpr inferred_extent(const Dims& in, const Dims& others) {
+  std::vector<DimExpr> left(in.begin(), in.end());
+  DimExpr divisor = 1;
+  for (const DimExpr& d : others) {
+    const auto same = std::find(left.begin(), left.end(), d);
+    if (same != left.end())
+      left.erase(same);
+    else
+      divisor = divisor * d;
+  }
+  return numel(left) / divisor;
+}
+
+}  // namespace detail
+
+/// x reshaped to the extents held in `shape`, a 1-D int32 tensor (one extent may be -1, inferred),
+/// as F::reshape does with a list. Recording it needs `shape`'s value (a ShapeValue): an int32
+/// computed from shapes or a constant; a value known only at run time is a shape_error then.
+struct reshape_to_fn : op_base<reshape_to_fn> {
+  static constexpr std::string_view name = "reshape";
+  static constexpr std::string_view target = "tensor.reshape_to";
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr bool any_dtype = true;  // a view moves no data, so any dtype passes through
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}, operand{"shape", operand_kind::shape_value}};
+  using params = no_params;
+  static constexpr std::tuple<> fields{};
+
+  static Shape infer_shape(const params&, const Shape& x, const ShapeValue& shape) {
+    return reshape_fn::infer_shape({detail::to_int_list(shape.example.begin(), shape.example.end())}, x);
+  }
+  /// The value's expressions; a -1 is the input's element count over the others.
+  static Dims infer_dims(const params&, const ShapeDims& x, const ShapeValue& shape) {
+    Dims others;
+    for (const DimExpr& d : shape.dims)
+      if (!(d.is_constant() && d.value() == -1)) others.push_back(d);
+    Dims out;
+    for (const DimExpr& d : shape.dims)
+      out.push_back(d.is_constant() && d.value() == -1 ? detail::inferred_extent(x.dims, others) : d);
+    return out;
+  }
+
+  static Tensor eager(const params&, const Tensor& x, const Tensor& shape) {
+    require_defined(target, "inp", x);
+    require_defined(target, "shape", shape);
+    if (shape.dtype() != DType::int32 || shape.shape().rank() != 1)
+      throw dtype_error(std::string(target) + ": operand 'shape' must be a 1-D int32 tensor, not " +
+                        std::string(dtype_name(shape.dtype())) + " " + shape.shape().to_string());
+    const std::int32_t* d = shape.data<std::int32_t>();
+    return reshape_fn::eager({detail::to_int_list(d, d + shape.numel())}, x);
+  }
+
+  /// ONNX's Reshape reads an int64 shape; tracemod's -1 means what ONNX's does, and a 0 is a literal
+  /// zero extent (allowzero).
+  static void onnx_export(onnx_export_context& cx, const params&) {
+    const std::string s = cx.node1("Cast", {cx.input(1).name}, cx.fresh(cx.input(1).name + "_int64"), {{"to", std::int64_t{7}}});
+    cx.node("Reshape", {cx.input(0).name, s}, {cx.output()}, {{"allowzero", std::int64_t{1}}});
+  }
+};
+inline constexpr reshape_to_fn reshape_to{};
+TRACEMOD_REGISTER_BUILTIN_OP(reshape_to_fn);
+
+}  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header
