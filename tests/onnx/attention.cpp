@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include "onnx/model_checks.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -39,19 +41,8 @@ struct Attend : tmod::Module {
   }
 };
 
-std::map<std::string, int> op_counts(const proto::ModelProto& m) {
-  std::map<std::string, int> c;
-  for (const auto& n : m.graph().node()) ++c[n.op_type()];
-  return c;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  double d = 0;
-  for (std::size_t i = 0; i < a.values<float>().size(); ++i)
-    d = std::max(d, static_cast<double>(std::abs(a.values<float>()[i] - b.values<float>()[i])));
-  return d;
-}
+using tmod_test::max_abs_diff;
+using tmod_test::op_counts;
 
 }  // namespace
 
