@@ -290,4 +290,19 @@ TEST_CASE("insert_exprs: a traced module of the tree keeps its graph, an attache
   check_identical(v[1].tensor(), backbone_out);  // the same weights' backbone, copied
 }
 
+TEST_CASE("a backbone traced with a dynamic batch retraces into a dynamic net that runs at any batch") {
+  Backbone b;
+  b.eval();
+  const tmod::TraceOptions dynamic{.dynamic_dims = {{0, "N"}}};
+  const Net net(tmod::trace_module(b, input(), dynamic));
+  const tmod::TracedModule t = tmod::trace_module(net, input(), dynamic);
+  const auto* backbone_in = static_cast<const tmod::graph::TensorNode*>(call_of(t.graph(), "backbone")->graph()->inputs()[1]);
+  CHECK(backbone_in->shape_text() == "(N, 3, 4, 4)");
+  CHECK(static_cast<const tmod::graph::TensorNode*>(t.graph().outputs()[0])->shape_text().starts_with("(N, 2"));
+  for (const std::int64_t n : {2, 5}) {
+    const tmod::Tensor x = tmod::uniform({n, 3, 4, 4}, -1.f, 1.f, 7);
+    check_identical(t(x), net(x));
+  }
+}
+
 }  // namespace tmod_test_graph_retrace

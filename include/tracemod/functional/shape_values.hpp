@@ -139,11 +139,14 @@ struct reshape_to_fn : op_base<reshape_to_fn> {
     return reshape_fn::eager({detail::to_int_list(d, d + shape.numel())}, x);
   }
 
-  /// ONNX's Reshape reads an int64 shape; tracemod's -1 means what ONNX's does, and a 0 is a literal
-  /// zero extent (allowzero).
+  /// ONNX's Reshape reads an int64 shape; tracemod's -1 means what ONNX's does. A 0 is a literal zero
+  /// extent in tracemod, which Reshape states with allowzero from opset 14 on; before, a 0 at run
+  /// time copies the input's extent.
   static void onnx_export(onnx_export_context& cx, const params&) {
     const std::string s = cx.node1("Cast", {cx.input(1).name}, cx.fresh(cx.input(1).name + "_int64"), {{"to", std::int64_t{7}}});
-    cx.node("Reshape", {cx.input(0).name, s}, {cx.output()}, {{"allowzero", std::int64_t{1}}});
+    std::vector<onnx_attribute> attributes;
+    if (cx.graph().opset() >= 14) attributes.push_back({"allowzero", std::int64_t{1}});
+    cx.node("Reshape", {cx.input(0).name, s}, {cx.output()}, attributes);
   }
 };
 inline constexpr reshape_to_fn reshape_to{};

@@ -73,15 +73,15 @@ struct stack_fn : op_base<stack_fn> {
   }
   /// Of rank-0 shape values stacked along axis 0 (a shape built from extents, core/dim.hpp), their
   /// elements in order.
-  static std::optional<ShapeValue> infer_value(const params& p, std::span<const ShapeDims> inps) {
-    if (inps.empty() || normalize_axis(p.axis, 1, target) != 0) return std::nullopt;
+  static std::optional<ShapeValue> infer_value(const params&, std::span<const ShapeDims> inps) {
     ShapeValue v;
     for (const ShapeDims& x : inps) {
       if (x.value == nullptr || x.shape.rank() != 0) return std::nullopt;
       v.dims.push_back(x.value->dims.at(0));
       v.example.push_back(x.value->example.at(0));
     }
-    return v;
+    if (inps.empty()) return std::nullopt;
+    return v;  // rank-0 items: the axis is 0 or -1 (infer_shape checked it), both give this order
   }
 
   /// float32, or int32 (shapes built as values); one dtype for all inputs.

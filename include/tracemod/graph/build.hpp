@@ -327,8 +327,7 @@ inline std::unique_ptr<Node> Graph::copy_node(const Node& n, Graph* g, std::stri
     const auto& t = static_cast<const TensorNode&>(n);
     auto tn = std::make_unique<TensorNode>(g, std::move(name), t.shape(), t.dtype());
     tn->set_qparams(t.qparams());
-    if (t.is_dynamic()) tn->set_dims(t.dims());
-    if (t.value() != nullptr) tn->set_value(*t.value());
+    tn->copy_symbolic(t);
     c = std::move(tn);
   } else {
     c = std::make_unique<ModuleNode>(g, std::move(name), static_cast<const ModuleNode&>(n).module_type());

@@ -102,6 +102,12 @@ class TensorNode final : public Node {
   void set_value(std::optional<ShapeValue> v) {
     value_ = v ? std::make_shared<const ShapeValue>(std::move(*v)) : nullptr;
   }
+  /// Takes `from`'s symbolic dims and value: a node standing for it in another graph (a callee's
+  /// input, a call's output, a copy).
+  void copy_symbolic(const TensorNode& from) {
+    if (from.is_dynamic()) set_dims(from.dims());
+    if (from.value() != nullptr) set_value(*from.value());
+  }
   /// As symbolic shape inference sees the node (core/dim.hpp).
   [[nodiscard]] ShapeDims shape_dims() const { return {dims(), shape_, value_.get()}; }
 

@@ -244,9 +244,9 @@ Sym tracemod_apply(Op, const P& params, const A&... args) {
 
 namespace detail {
 
-/// Records the call of builtin module `m` (whose node is `callee`) on recorded arguments, which
-/// must be tensor nodes; the output shape is the module's own inference.
-inline Node* record_builtin_call_args(Recorder& r, const Module& m, ModuleNode* callee,
+/// Records into `g` the call of builtin module `m` (whose node is `callee`) on arguments that must
+/// be tensor nodes; the output shape and symbolic dims are the module's own inference.
+inline Node* record_builtin_call_args(Graph& g, const Module& m, ModuleNode* callee,
                                       const std::vector<CallArg>& call_args, std::string signature) {
   std::vector<Shape> shapes;
   std::vector<ShapeDims> dims;
@@ -269,7 +269,7 @@ inline Node* record_builtin_call_args(Recorder& r, const Module& m, ModuleNode* 
                         "' has no symbolic shape inference (infer_dims), so it cannot take an input with dynamic "
                         "dimensions such as " + to_string(dims.front().dims));
   }
-  Node* y = r.graph().create_module_call(callee, call_args, std::move(signature), {{out, DType::float32}})->output();
+  Node* y = g.create_module_call(callee, call_args, std::move(signature), {{out, DType::float32}})->output();
   if (out_dims) static_cast<TensorNode*>(y)->set_dims(*out_dims);
   return y;
 }
@@ -278,7 +278,7 @@ template <class M, class... A>
 Sym record_builtin_call(Recorder& r, const M& m, const A&... args) {
   ModuleNode* callee = r.module_node(m);
   const std::vector<CallArg> call_args{to_arg(r, args)...};
-  return Sym(record_builtin_call_args(r, m, callee, call_args, signature_of(args...)));
+  return Sym(record_builtin_call_args(r.graph(), m, callee, call_args, signature_of(args...)));
 }
 
 /// A new, empty graph for user module `m` (whose node in the recording graph is `callee`) called
@@ -335,8 +335,7 @@ R record_traced_call(Recorder& r, const M& m, const A&... args) {
       using T = std::remove_cvref_t<decltype(a)>;
       if constexpr (is_sym_v<T>) {
         TensorNode* in = g.add_tensor_input("x", a.shape(), a.dtype());
-        if (a.tensor_node().is_dynamic()) in->set_dims(a.tensor_node().dims());
-        if (a.tensor_node().value() != nullptr) in->set_value(*a.tensor_node().value());
+        in->copy_symbolic(a.tensor_node());
         return Sym(in);
       } else if constexpr (std::derived_from<T, Tensor>) {
         return Sym(g.add_tensor_input("x", a.shape(), a.dtype()));
@@ -355,9 +354,7 @@ R record_traced_call(Recorder& r, const M& m, const A&... args) {
   const std::vector<Node*> sub_outputs = sub->outputs();
   for (std::size_t i = 0; i < e->output_count(); ++i) {
     const auto* from = static_cast<const TensorNode*>(sub_outputs[i]);
-    auto* to = static_cast<TensorNode*>(e->output(i));
-    if (from->is_dynamic()) to->set_dims(from->dims());
-    if (from->value() != nullptr) to->set_value(*from->value());
+    static_cast<TensorNode*>(e->output(i))->copy_symbolic(*from);
   }
   std::size_t next = 0;
   return output_tree<R>::unflatten(e->outputs(), next);

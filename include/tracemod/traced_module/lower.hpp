@@ -190,7 +190,7 @@ class graph_lowering {
   void emit(const trace::builtin_call_node<M, A...>& n) {
     graph::ModuleNode* callee = recorder_.module_node(*n.module);
     const std::vector<graph::CallArg> args = operands(n.args);
-    outputs_[n.id] = {graph::detail::record_builtin_call_args(recorder_, *n.module, callee, args,
+    outputs_[n.id] = {graph::detail::record_builtin_call_args(recorder_.graph(), *n.module, callee, args,
                                                               signature_of_args(args, where()))};
   }
 

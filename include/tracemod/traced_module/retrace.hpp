@@ -76,16 +76,12 @@ inline graph::Expr* replay_call(graph::Graph& g, graph::ModuleTracer* tracer, co
   args.erase(args.begin());
   if (const auto* tm = dynamic_cast<const TracedModule*>(m))
     return record_traced_module_call(g, tracer, *tm, node, args, src.call_signature());
+  if (m->is_builtin() && src.output_count() == 1)  // it infers its output's shape and dims for the new inputs
+    return graph::detail::record_builtin_call_args(g, *m, node, args, src.call_signature())->expr();
   std::vector<std::pair<Shape, DType>> outs;
   for (std::size_t i = 0; i < src.output_count(); ++i) {
     const auto* t = static_cast<const graph::TensorNode*>(src.output(i));
     outs.emplace_back(t->shape(), t->dtype());
-  }
-  if (outs.size() == 1) {  // a builtin module infers its output shape for the new inputs
-    std::vector<Shape> shapes;
-    for (const graph::Node* n : node_arguments(args))
-      if (n->is_tensor()) shapes.push_back(static_cast<const graph::TensorNode*>(n)->shape());
-    outs.front().first = m->infer_shape_erased(shapes);
   }
   return g.create_module_call(node, args, src.call_signature(), outs);
 }
@@ -159,13 +155,19 @@ inline graph::Expr* record_traced_module_call(graph::Graph& g, graph::ModuleTrac
     std::vector<graph::Node*> inputs;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const auto* t = static_cast<const graph::TensorNode*>(nodes[i]);
-      inputs.push_back(made.add_tensor_input(src_inputs[i + 1]->name(), t->shape(), t->dtype()));
+      graph::TensorNode* in = made.add_tensor_input(src_inputs[i + 1]->name(), t->shape(), t->dtype());
+      in->copy_symbolic(*t);  // the caller's argument: the callee runs at what conforms to it
+      inputs.push_back(in);
     }
     auto* self = static_cast<graph::ModuleNode*>(made.inputs().front());
     made.set_outputs(replay_graph(made, self, tracer, src, inputs));
     sub = &made;
   }
-  return g.create_module_call(callee, args, signature, graph::detail::callee_outputs(*sub));
+  graph::Expr* call = g.create_module_call(callee, args, signature, graph::detail::callee_outputs(*sub));
+  const std::vector<graph::Node*> sub_outputs = sub->outputs();
+  for (std::size_t i = 0; i < call->output_count(); ++i)
+    static_cast<graph::TensorNode*>(call->output(i))->copy_symbolic(*static_cast<const graph::TensorNode*>(sub_outputs[i]));
+  return call;
 }
 
 template <class... A>
