@@ -242,4 +242,22 @@ TEST_CASE("onnx import: an attribute of the wrong type says so, naming the node"
   CHECK(tmod::onnx::attr_float(pool, "kernel_shape", 0.f) == 2.f);
 }
 
+TEST_CASE("onnx import: a pool with a zero stride is refused, naming the attribute") {
+  proto::ModelProto m = valid();
+  proto::NodeProto& pool = *m.mutable_graph()->mutable_node(0);
+  pool.set_op_type("AveragePool");
+  set_type(*m.mutable_graph()->mutable_input(0), proto::TensorProto::FLOAT, {1, 1, 5, 5});
+  set_type(*m.mutable_graph()->mutable_output(0), proto::TensorProto::FLOAT, {1, 1, 3, 3});
+  tmod::onnx::set_attr(pool, "kernel_shape", std::vector<std::int64_t>{3, 3});
+  tmod::onnx::set_attr(pool, "strides", std::vector<std::int64_t>{2, 0});
+  tmod::onnx::set_attr(pool, "auto_pad", std::string("SAME_UPPER"));  // divides by the stride
+  std::string what;
+  try {
+    (void)tmod::onnx::import_model(m);
+  } catch (const tmod::error& e) {
+    what = e.what();
+  }
+  check_contains(what, {"strides", "is not positive"});
+}
+
 }  // namespace tmod_test_onnx_robustness

@@ -49,6 +49,7 @@ inline window window_of(const proto::NodeProto& n, const Shape& x, std::vector<s
   const auto pair = [&](const char* name, std::int64_t fallback) {
     const std::vector<std::int64_t> v = attr_ints(n, name, {fallback, fallback});
     if (v.size() != 2) throw unsupported("attribute " + std::string(name) + "=" + ints_repr(v) + " is not 2-D");
+    if (v[0] <= 0 || v[1] <= 0) throw unsupported("attribute " + std::string(name) + "=" + ints_repr(v) + " is not positive");
     return F::pair2{v[0], v[1]};
   };
   window w{{kernel[0], kernel[1]}, pair("strides", 1), pair("dilations", 1), {0, 0}};
