@@ -149,14 +149,14 @@ inline std::vector<functional::erased_dims> call_dims(const functional::op_entry
   return ops;
 }
 
-/// The symbolic output shape of op call `e` (inputs `inputs`, example output `out`): the op's
-/// infer_dims on its operands' dims; throws shape_error for an op without one, or for dims that
-/// do not give the example shape at the example extents of their symbols.
-inline Dims infer_call_dims(const functional::op_entry& op, const void* params, const Expr& e,
-                            const std::vector<Node*>& inputs, const Shape& out) {
+/// The symbolic output shape of an op call (its operands' dims `operands`, example output `out`):
+/// the op's infer_dims; throws shape_error for an op without one, or for dims that do not have the
+/// rank of the example shape.
+inline Dims infer_call_dims(const functional::op_entry& op, const void* params,
+                            const std::vector<functional::erased_dims>& operands, const Shape& out) {
   if (!op.infer_dims)
     throw shape_error(op.target + " has no symbolic shape inference, so it cannot take a tensor with dynamic dimensions");
-  Dims d = op.infer_dims(params, call_dims(op, e, inputs));
+  Dims d = op.infer_dims(params, operands);
   if (d.size() != out.rank())
     throw shape_error(op.target + ": symbolic shape " + to_string(d) + " does not have the rank of the output shape " +
                       out.to_string());
@@ -227,11 +227,16 @@ inline Expr* Graph::create_op_call(const functional::op_entry& op, const std::ve
   const void* p = e->op_params();
   const Shape out_shape = op.infer_shape(p, shapes);
   const DType out_dtype = op.infer_dtype(p, dtypes);
+  const bool symbolic = std::any_of(inputs.begin(), inputs.end(), [](const Node* n) {
+    return n->is_tensor() && detail::has_symbols(*static_cast<const TensorNode*>(n));
+  });
   std::optional<Dims> out_dims;
-  if (std::any_of(inputs.begin(), inputs.end(), [](const Node* n) { return n->is_tensor() && detail::has_symbols(*static_cast<const TensorNode*>(n)); }))
-    out_dims = detail::infer_call_dims(op, p, *e, inputs, out_shape);
   std::optional<ShapeValue> out_value;
-  if (op.infer_value) out_value = op.infer_value(p, detail::call_dims(op, *e, inputs));
+  if (symbolic || op.infer_value) {
+    const std::vector<functional::erased_dims> operand_dims = detail::call_dims(op, *e, inputs);
+    if (symbolic) out_dims = detail::infer_call_dims(op, p, operand_dims, out_shape);
+    if (op.infer_value) out_value = op.infer_value(p, operand_dims);
+  }
   // Commit: nothing below throws.
   e->inputs_ = inputs;
   for (Node* n : inputs) n->users_.push_back(e.get());

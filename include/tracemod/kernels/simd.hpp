@@ -2,18 +2,9 @@
 // targets (-march is set once, by the CMake target tracemod::native); nothing here selects it.
 #pragma once
 
-// g++ 12 reports -W(maybe-)uninitialized inside its own AVX-512 intrinsics (_mm512_undefined_*),
-// reached through xsimd's exp/tanh. The warning's location is the intrinsic header, so silencing it
-// around the include silences only those false positives, not warnings in our code.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include <tracemod/kernels/detail/intrinsics.hpp>
+
 #include <xsimd/xsimd.hpp>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 #include <cstddef>
 #include <cstdint>

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <tracemod/kernels/detail/int8_gemm_store.hpp>
+#include <tracemod/kernels/detail/intrinsics.hpp>
 
 #include <algorithm>
 #include <array>
@@ -27,20 +28,6 @@
 #include <cstring>
 #include <type_traits>
 #include <utility>
-
-// g++ 12 reports -W(maybe-)uninitialized inside its own AVX-512 intrinsics (_mm512_undefined_*);
-// the location is the intrinsic header, so silencing it around the include silences only those.
-#if defined(__AVX2__) || defined(__AVX512F__)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#endif
 
 namespace tracemod::kernels::detail {
 
