@@ -54,6 +54,16 @@ inline std::string type_text(const Node* n) {
   return n->is_tensor() ? "Tensor" : static_cast<const ModuleNode*>(n)->module_type();
 }
 
+/// The qparams of e's outputs that carry them: `  # relu_out: quint8(scale=0.0235, zero_point=12)`.
+inline std::string qparams_text(const Expr& e, NodeFormat f) {
+  std::string s;
+  for (std::size_t i = 0; i < e.output_count(); ++i)
+    if (const auto* t = dynamic_cast<const TensorNode*>(e.output(i)); t != nullptr && t->qparams())
+      s += "  # " + node_text(t, f) + ": " + t->qparams()->dtype_meta + "(scale=" + repr_real(t->qparams()->scale) +
+           ", zero_point=" + std::to_string(t->qparams()->zero_point) + ")";
+  return s;
+}
+
 }  // namespace detail
 
 /// One expr, without the leading TAB: `%3:\tadd_out = x.__add__(1, )`.
@@ -101,7 +111,7 @@ inline std::string to_string(const Expr& e, NodeFormat f = NodeFormat::name) {
   if (e.op() == nullptr || !e.op()->callee_text)
     for (const auto& [name, v] : e.kwargs()) k += (k.empty() ? "" : ", ") + name + "=" + detail::arg_text(v, f);
   if (e.output_count() > 0) s += outs + " = ";
-  return s + callee + "(" + a + ", " + k + ")";
+  return s + callee + "(" + a + ", " + k + ")" + detail::qparams_text(e, f);
 }
 
 /// The whole graph in MegEngine's format.
