@@ -8,7 +8,9 @@
 //
 // Argument lists are `", ".join([args, kwargs])` (hence the trailing ", "), keyword arguments are
 // sorted by name, a getattr or constant shows its type. An input with dynamic dims shows its symbolic
-// shape: `Net.Graph (self, x: (N, 3, H, W))`. tmod::format_ids(g) prints nodes as %3_add_out.
+// shape: `Net.Graph (self, x: (N, 3, H, W))`. An output that carries qparams (quant::annotate_qparams)
+// ends its expr's line with `  # relu_out: quint8(scale=0.0235, zero_point=12)`.
+// tmod::format_ids(g) prints nodes as %3_add_out.
 #pragma once
 
 #include <tracemod/graph/graph.hpp>
