@@ -38,9 +38,9 @@ namespace tracemod::quant {
 struct PrepareOptions {
   /// By qualified module name ("layer1.0.conv1", or "layer1" for everything inside it); the longest
   /// matching name wins over module_type and the global qconfig. nullopt leaves it float.
-  std::map<std::string, std::optional<QConfig>, std::less<>> module_name;
+  std::map<std::string, std::optional<QConfig>, std::less<>> module_name = {};
   /// By module type name ("Conv2d", "Linear", or a traced module's type for the ops of its graph).
-  std::map<std::string, std::optional<QConfig>, std::less<>> module_type;
+  std::map<std::string, std::optional<QConfig>, std::less<>> module_type = {};
   /// Fold batch norms into convs first (FuseConvBn).
   bool fuse_conv_bn = true;
 };
@@ -161,15 +161,22 @@ class Preparer {
   std::string attach(graph::Graph& g, const std::string& base, nn::FakeQuantize fq) {
     Module* owner = g.owner();
     if (owner == nullptr) throw graph_error("quant::prepare: the module of " + g.name() + " is not at hand");
-    std::string name = base + "_fake_quant";
-    for (int k = 1; owner->has_attr(name); ++k) name = base + "_fake_quant_" + std::to_string(k);
+    // An identifier: a container child's name ("0") or a dotted path gets one.
+    std::string stem = base;
+    std::replace(stem.begin(), stem.end(), '.', '_');
+    if (stem.empty() || (stem.front() >= '0' && stem.front() <= '9')) stem = "m" + stem;
+    std::string name = stem + "_fake_quant";
+    for (int k = 1; owner->has_attr(name); ++k) name = stem + "_fake_quant_" + std::to_string(k);
     owner->setattr(name, std::unique_ptr<Module>(std::make_unique<nn::FakeQuantize>(std::move(fq))));
     return name;
   }
 
   /// Inserts `fq(n)` after `after` and makes n's users read it.
   void observe(graph::Graph& g, graph::Node& n, const QConfig& q, const graph::Expr* after) {
-    const std::string name = attach(g, n.name(), q.activation());
+    std::string base = n.name();
+    for (const auto& [node, name] : renamed_)
+      if (node == &n) base = name;  // the name it will have
+    const std::string name = attach(g, base, q.activation());
     graph::Node* y = nullptr;
     {
       auto scope = graph::insert_exprs(g, after);
@@ -194,9 +201,9 @@ class Preparer {
       e.replace_inputs(w, wq);
       return e.output();
     }
-    std::string path = e.inputs().front()->expr()->kind() == graph::ExprKind::get_attr ? e.inputs().front()->expr()->name()
-                                                                                     : e.inputs().front()->name();
-    std::replace(path.begin(), path.end(), '.', '_');
+    const graph::Expr* module_getattr = e.inputs().front()->expr();
+    const std::string path = module_getattr->kind() == graph::ExprKind::get_attr ? module_getattr->name()
+                                                                                 : e.inputs().front()->name();
     const std::string name = attach(g, path + "_weight", q.weight());
     {
       auto scope = graph::insert_exprs(g, &e);
