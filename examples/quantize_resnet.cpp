@@ -47,7 +47,9 @@ int main(int argc, char** argv) {
   if (argc > 1) {
     const std::filesystem::path dir = argv[1];
     tmod::StateDict state;
-    for (const auto& [key, value] : net.state_dict()) state.insert(key, tmod::io::load_npy(dir / (key + ".npy")));
+    // num_batches_tracked is not used in eval mode (and the script writes it as float32).
+    for (const auto& [key, value] : net.state_dict())
+      state.insert(key, key.ends_with("num_batches_tracked") ? value : tmod::io::load_npy(dir / (key + ".npy")));
     if (!net.load_state_dict(state).empty()) return std::fprintf(stderr, "state_dict does not match\n"), 1;
     for (int i = 0; i < 8; ++i) batches.push_back(tmod::io::load_npy(dir / ("batch" + std::to_string(i) + ".npy")));
   } else {
