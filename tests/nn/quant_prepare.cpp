@@ -141,9 +141,10 @@ TEST_CASE("quant::prepare: calibration updates the observers; the fake-quantized
 
   // The observers against the float forward, by hand (BN folded as FuseConvBn folds it).
   Q::MinMaxObserver in({.dtype = Q::QuantDType::quint8()}), a1 = in, c = in, a2 = in, a3 = in;
-  const auto [w1, b1] = F::fold_conv_bn(net.conv1.weight, Tensor(),
+  const auto [folded_w, folded_b] = F::fold_conv_bn(net.conv1.weight, Tensor(),
                                         {.mean = &net.bn1.running_mean, .var = &net.bn1.running_var,
                                          .gamma = &net.bn1.weight, .beta = &net.bn1.bias, .eps = net.bn1.eps});
+  const Tensor w1 = folded_w, b1 = folded_b;  // lambdas capture variables, not structured bindings (clang 14)
   const auto conv1 = [&](const Tensor& x) { return F::conv2d(x, w1, b1, {.padding = 1}); };
   const auto block = [&](const Tensor& x) { return F::conv2d(x, net.block.conv.weight, net.block.conv.bias, {.padding = 1}); };
   for (const Tensor& b : batches()) {
