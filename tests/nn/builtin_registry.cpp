@@ -1,6 +1,7 @@
 // The builtin-module registry is generated from the modules: every class declaring TM_BUILTIN_MODULE
 // is registered, and each module's config() and from_config() round-trip and reject bad configs.
 #include <tracemod/nn/builtin_registry.hpp>
+#include <tracemod/quant/qconfig.hpp>
 
 #include <doctest/doctest.h>
 
@@ -74,6 +75,10 @@ TEST_CASE("builtin registry: config -> from_config -> config round-trips for eve
                                                   M::BatchNorm2dOptions{.affine = false}));
   samples.push_back(std::make_unique<M::ConvBnRelu2d>(3, 3, 3, M::Conv2dOptions{.padding = 1, .groups = 3},
                                                       M::BatchNorm2dOptions{.track_running_stats = false}));
+  samples.push_back(std::make_unique<M::FakeQuantize>(tracemod::quant::ema_fakequant_qconfig.activation()));
+  auto calibrated = std::make_unique<M::FakeQuantize>(tracemod::quant::calibration_qconfig.activation());
+  (void)calibrated->forward(tmod::tensor({-1.5f, 0.25f, 2.f}));  // the config holds what it observed
+  samples.push_back(std::move(calibrated));
   std::set<std::string> covered;
   for (const auto& m : samples) {
     CAPTURE(m->type_name());

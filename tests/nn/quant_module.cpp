@@ -56,6 +56,13 @@ struct Quantized : tmod::Module {
 
 const Tensor input = tmod::uniform({2, 3, 4, 5}, -2.f, 2.f, 91);
 
+struct Observed : tmod::Module {
+  M::FakeQuantize fq;
+  explicit Observed(const M::FakeQuantize& f = Q::min_max_fakequant_qconfig.activation()) : fq(f) {}
+  TM_MODULE(Observed, fq)
+  auto forward(const auto& x) const { return fq(x); }
+};
+
 }  // namespace
 
 TEST_CASE("quant: FakeQuantize observes, then fake-quantizes with the observer's qparams") {
@@ -112,27 +119,39 @@ TEST_CASE("trace: fake_quantize prints as its call and runs as traced and loaded
   CHECK(same_bits(loaded(input).tensor(), eager));
 }
 
-TEST_CASE("trace: a traced FakeQuantize records the qparams it observed") {
-  M::FakeQuantize fq = Q::min_max_fakequant_qconfig.activation();
-  CHECK_THROWS_AS((void)tmod::trace_module(fq, input), tmod::value_error);  // nothing observed yet
-  fq.disable_observer();
-  fq.enable_observer();
-  const Tensor eager = fq(input);
-  fq.disable_observer();
-  const tmod::TracedModule m = tmod::trace_module(fq, input);
-  CHECK(text(m).find("nn.fake_quantize(") != std::string::npos);
-  CHECK(same_bits(round_trip(m)(input).tensor(), eager));
+TEST_CASE("trace: FakeQuantize is a builtin module call that observes when run, and loads with its state") {
+  Observed m;
+  const tmod::TracedModule t = tmod::trace_module(m, input);  // tracing runs forward: fq observes input
+  CHECK(m.fq.observer().observed());
+  CHECK(text(t).find("fq = getattr(self, \"fq\") -> (FakeQuantize)") != std::string::npos);
+  CHECK(text(t).find("fq_out = fq(x, )") != std::string::npos);
+  const Tensor eager = m(input);  // observes, then fake-quantizes
+  const Tensor traced = t(input).tensor();
+  CHECK(same_bits(traced, eager));  // the traced call observed the same batch
+  const auto& fq = t.getattr("fq").as<M::FakeQuantize>();
+  CHECK(fq.calculate_qparams().scale.item<float>() == m.fq.calculate_qparams().scale.item<float>());
+  const tmod::TracedModule loaded = round_trip(t);
+  const auto& lfq = loaded.getattr("fq").as<M::FakeQuantize>();
+  CHECK(lfq.observer().name() == "MinMaxObserver");
+  CHECK(lfq.observer().state() == fq.observer().state());
+  CHECK(lfq.observer().scheme() == fq.observer().scheme());
+  CHECK(same_bits(loaded(input).tensor(), eager));
 
-  M::FakeQuantize per_channel(std::make_unique<Q::PerChannelMinMaxObserver>(
-      Q::QScheme{.dtype = Q::QuantDType::qint8(), .mode = Q::QMode::symmetric, .per_channel = true, .axis = 1}));
+  Observed per_channel(M::FakeQuantize(std::make_unique<Q::PerChannelMinMaxObserver>(
+      Q::QScheme{.dtype = Q::QuantDType::qint8(), .mode = Q::QMode::symmetric, .per_channel = true, .axis = 1})));
   const Tensor expected = per_channel(input);
-  per_channel.disable_observer();
+  per_channel.fq.disable_observer();
   const tmod::TracedModule p = tmod::trace_module(per_channel, input);
-  CHECK(text(p).find("nn.fake_quantize_per_channel(") != std::string::npos);
   CHECK(same_bits(p(input).tensor(), expected));
   CHECK(same_bits(round_trip(p)(input).tensor(), expected));
-  per_channel.disable_fake_quant();  // traced as the identity
-  CHECK(text(tmod::trace_module(per_channel, input)).find("fake_quantize") == std::string::npos);
+  per_channel.fq.disable_fake_quant();  // runs as the identity
+  CHECK(same_bits(tmod::trace_module(per_channel, input)(input).tensor(), input));
+
+  Observed histogram(Q::calibration_qconfig.activation());
+  (void)histogram(input);
+  const tmod::TracedModule h = round_trip(tmod::trace_module(histogram, input));
+  CHECK(h.getattr("fq").as<M::FakeQuantize>().observer().state() == histogram.fq.observer().state());
+  CHECK_FALSE(h.getattr("fq").as<M::FakeQuantize>().fake_quant_enabled);
 }
 
 }  // namespace tmod_test_nn_quant_module

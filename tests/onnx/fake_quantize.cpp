@@ -4,6 +4,7 @@
 #include <tracemod/core/factories.hpp>
 #include <tracemod/functional.hpp>
 #include <tracemod/onnx.hpp>
+#include <tracemod/quant.hpp>
 #include <tracemod/traced_module.hpp>
 
 #include <doctest/doctest.h>
@@ -39,7 +40,40 @@ const proto::TensorProto* initializer(const proto::ModelProto& m, const std::str
   return nullptr;
 }
 
+struct Observed : tmod::Module {
+  tmod::nn::FakeQuantize act;
+  tmod::nn::FakeQuantize per_channel{std::make_unique<tracemod::quant::PerChannelMinMaxObserver>(
+      tracemod::quant::QScheme{.mode = tracemod::quant::QMode::symmetric, .per_channel = true, .axis = 1})};
+  Observed()
+      : act(std::make_unique<tracemod::quant::MinMaxObserver>(
+            tracemod::quant::QScheme{.dtype = tracemod::quant::QuantDType::quint8()})) {}
+  TM_MODULE(Observed, act, per_channel)
+  auto forward(const auto& x) const { return per_channel(act(x)); }
+};
+
 }  // namespace
+
+TEST_CASE("onnx: a FakeQuantize module exports its observed qparams as QuantizeLinear and DequantizeLinear") {
+  Observed net;
+  const tmod::TracedModule t = tmod::trace_module(net, input);  // tracing runs forward: both observe input
+  const auto model = tmod::onnx::to_onnx(t, {.opset = 13});
+  CHECK_NOTHROW(proto::checker::check_model(model));
+  std::vector<const proto::NodeProto*> quantize;
+  for (const auto& n : model.graph().node())
+    if (n.op_type() == "QuantizeLinear") quantize.push_back(&n);
+  REQUIRE(quantize.size() == 2);
+  const proto::TensorProto* zp = initializer(model, quantize[0]->input(2));
+  REQUIRE(zp != nullptr);
+  CHECK(zp->data_type() == proto::TensorProto::UINT8);
+  const tracemod::quant::QParamsTensors q = t.getattr("act").as<tmod::nn::FakeQuantize>().calculate_qparams();
+  CHECK(zp->int32_data(0) == q.zero_point.data<std::int32_t>()[0]);
+  CHECK(initializer(model, "per_channel.scale") != nullptr);
+  Observed off;
+  off.act.disable_fake_quant();
+  off.per_channel.disable_fake_quant();
+  const auto identity = tmod::onnx::to_onnx(tmod::trace_module(off, input), {.opset = 13});
+  for (const auto& n : identity.graph().node()) CHECK(n.op_type() == "Identity");
+}
 
 TEST_CASE("onnx: fake_quantize exports as QuantizeLinear and DequantizeLinear") {
   Quantized net;

@@ -786,6 +786,64 @@ def npy_samples(root):
 FOREIGN = {"modules", "resnet18", "mobilenet_v2", "dynamic_shapes", "serialize"}
 
 
+def ptq_sqnr(out_dir=None):
+    """PyTorch FX post-training static quantization (prepare_fx, 8 calibration batches, convert_fx)
+    of ResNet-18: MinMaxObserver quint8 affine activations, per-channel symmetric qint8 weights.
+    Prints the SQNR against float of the fake-quantized model (convert_to_reference_fx: quantize /
+    dequantize pairs) and of the converted int8 model, for the width-8 ResNet of tests/data/resnet18
+    (calibrated and measured on its input.npy; tests/nn/quant_resnet.cpp checks tracemod's number
+    against this one) and for torchvision's ResNet-18 (random weights, batch-norm statistics from
+    data, 8 batches of 2x3x224x224). Writes nothing under tests/data; with `out_dir`, the full
+    model's state_dict and batches as .npy for examples/quantize_resnet.cpp.
+    Run alone: cd / && /usr/bin/python3 tests/reference/gen_goldens.py ptq_sqnr [out_dir]"""
+    import sys
+    import torchvision
+    from torch.ao.quantization import MinMaxObserver, PerChannelMinMaxObserver, QConfig, QConfigMapping
+    from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    import gen_modules as gm
+
+    engines = torch.backends.quantized.supported_engines
+    torch.backends.quantized.engine = "onednn" if "onednn" in engines else "fbgemm"
+    qconfig = QConfig(activation=MinMaxObserver.with_args(dtype=torch.quint8, qscheme=torch.per_tensor_affine),
+                      weight=PerChannelMinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_channel_symmetric))
+
+    def sqnr(ref, y):
+        return 10 * math.log10(float((ref.double() ** 2).sum() / ((ref.double() - y.double()) ** 2).sum()))
+
+    def measure(name, net, batches):
+        net.eval()
+        float_out = torch.cat([net(b) for b in batches])
+        prepared = prepare_fx(copy.deepcopy(net), QConfigMapping().set_global(qconfig), example_inputs=(batches[0],))
+        for b in batches:
+            prepared(b)
+        fake = convert_to_reference_fx(copy.deepcopy(prepared))
+        converted = convert_fx(prepared)
+        fake_out = torch.cat([fake(b) for b in batches])
+        int8_out = torch.cat([converted(b) for b in batches])
+        print(f"{name} ({torch.backends.quantized.engine}): SQNR fake-quantized {sqnr(float_out, fake_out):.2f} dB, "
+              f"converted int8 {sqnr(float_out, int8_out):.2f} dB")
+
+    small = gm.ResNet18(num_classes=10, width=8)
+    state = {k: torch.from_numpy(np.load(gm.RESNET / f"{k}.npy")) for k in small.state_dict()}
+    state = {k: v.to(small.state_dict()[k].dtype) for k, v in state.items()}
+    small.load_state_dict(state)
+    measure("resnet18 width 8 (tests/data/resnet18)", small, [torch.from_numpy(np.load(gm.RESNET / "input.npy"))])
+
+    g = gm.seeded("ptq_resnet18")
+    full = torchvision.models.resnet18()
+    gm.calibrate(full, g, (8, 3, 224, 224))
+    batches = [gm.randn(g, 2, 3, 224, 224) for _ in range(8)]
+    measure("torchvision resnet18", full, batches)
+    if out_dir is not None:
+        out = pathlib.Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for key, value in full.state_dict().items():
+            save(out / f"{key}.npy", value)
+        for i, b in enumerate(batches):
+            save(out / f"batch{i}.npy", b)
+
+
 def main():
     for sub in DATA.iterdir() if DATA.exists() else []:
         if sub.is_dir() and sub.name not in FOREIGN:
@@ -799,10 +857,16 @@ def main():
     npy_samples(DATA / "npy")
     quantization(DATA / "quant")
     zoo_modules(DATA / "zoo_modules")
+    ptq_sqnr()
     files = list(DATA.rglob("*.npy"))
     size = sum(f.stat().st_size for f in files)
     print(f"{len(w.lines)} cases, {len(files)} files, {size / 1e6:.2f} MB in {DATA}")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    if sys.argv[1:2] == ["ptq_sqnr"]:
+        torch.set_grad_enabled(False)
+        ptq_sqnr(*sys.argv[2:3])
+    else:
+        main()

@@ -2,6 +2,7 @@
 // the interpreter, saved, loaded back by type name with the same output bits, its config intact.
 #include <tracemod/io/serialize.hpp>
 #include <tracemod/nn.hpp>
+#include <tracemod/quant/qconfig.hpp>
 #include <tracemod/traced_module.hpp>
 
 #include <doctest/doctest.h>
@@ -105,6 +106,7 @@ const std::map<std::string, std::function<void()>>& samples() {
       {"ChannelShuffle", [] { check_builtin(M::ChannelShuffle(3)); }},
       {"Embedding", [] { check_builtin(M::Embedding(6, 4, 2), indices()); }},
       {"ConvBn2d", [] { check_builtin(M::ConvBn2d(3, 4, 1)); }},
+      {"FakeQuantize", [] { check_builtin(tracemod::quant::min_max_fakequant_qconfig.activation()); }},
       {"ConvBnRelu2d", [] { check_builtin(M::ConvBnRelu2d(3, 6, 3, {.padding = 1, .groups = 3})); }},
   };
   return s;

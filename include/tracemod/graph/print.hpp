@@ -8,7 +8,9 @@
 //
 // Argument lists are `", ".join([args, kwargs])` (hence the trailing ", "), keyword arguments are
 // sorted by name, a getattr or constant shows its type. An input with dynamic dims shows its symbolic
-// shape: `Net.Graph (self, x: (N, 3, H, W))`. tmod::format_ids(g) prints nodes as %3_add_out.
+// shape: `Net.Graph (self, x: (N, 3, H, W))`. An output that carries qparams (quant::annotate_qparams)
+// ends its expr's line with `  # relu_out: quint8(scale=0.0235, zero_point=12)`.
+// tmod::format_ids(g) prints nodes as %3_add_out.
 #pragma once
 
 #include <tracemod/graph/graph.hpp>
@@ -52,6 +54,16 @@ inline std::string tree_text(const NodeTree& t, NodeFormat f) {
 
 inline std::string type_text(const Node* n) {
   return n->is_tensor() ? "Tensor" : static_cast<const ModuleNode*>(n)->module_type();
+}
+
+/// The qparams of e's outputs that carry them: `  # relu_out: quint8(scale=0.0235, zero_point=12)`.
+inline std::string qparams_text(const Expr& e, NodeFormat f) {
+  std::string s;
+  for (std::size_t i = 0; i < e.output_count(); ++i)
+    if (const auto* t = dynamic_cast<const TensorNode*>(e.output(i)); t != nullptr && t->qparams())
+      s += "  # " + node_text(t, f) + ": " + t->qparams()->dtype_meta + "(scale=" + repr_real(t->qparams()->scale) +
+           ", zero_point=" + std::to_string(t->qparams()->zero_point) + ")";
+  return s;
 }
 
 }  // namespace detail
@@ -101,7 +113,7 @@ inline std::string to_string(const Expr& e, NodeFormat f = NodeFormat::name) {
   if (e.op() == nullptr || !e.op()->callee_text)
     for (const auto& [name, v] : e.kwargs()) k += (k.empty() ? "" : ", ") + name + "=" + detail::arg_text(v, f);
   if (e.output_count() > 0) s += outs + " = ";
-  return s + callee + "(" + a + ", " + k + ")";
+  return s + callee + "(" + a + ", " + k + ")" + detail::qparams_text(e, f);
 }
 
 /// The whole graph in MegEngine's format.

@@ -96,6 +96,12 @@ class Module {
   }
   Module& eval() { return train(false); }
   [[nodiscard]] bool training() const noexcept { return training_; }
+  /// MegEngine's disable_quantize: quant::prepare leaves this module and every descendant float.
+  Module& disable_quantize(bool disabled = true) {
+    for (Module& m : modules()) m.quantize_disabled_ = disabled;
+    return *this;
+  }
+  [[nodiscard]] bool quantize_disabled() const noexcept { return quantize_disabled_; }
 
   // ---- traversal -----------------------------------------------------------------------------
 
@@ -245,13 +251,15 @@ class Module {
   Module() = default;
   // A copy keeps the sharing among its dynamic attributes (copy_scope) and the hook registrations.
   Module(const Module& other)
-      : dynamic_(copy_dynamic(other.dynamic_)), training_(other.training_), hooks_(other.hooks_) {}
+      : dynamic_(copy_dynamic(other.dynamic_)), training_(other.training_),
+        quantize_disabled_(other.quantize_disabled_), hooks_(other.hooks_) {}
   Module(Module&&) noexcept = default;
   Module& operator=(const Module& other) {
     if (this != &other) {
       auto copy = copy_dynamic(other.dynamic_);
       dynamic_ = std::move(copy);
       training_ = other.training_;
+      quantize_disabled_ = other.quantize_disabled_;
       hooks_ = other.hooks_;
     }
     return *this;
@@ -529,6 +537,7 @@ class Module {
 
   std::vector<detail::dynamic_attr> dynamic_;
   bool training_ = true;
+  bool quantize_disabled_ = false;
   detail::hook_slot hooks_;
 };
 
@@ -544,6 +553,10 @@ struct module_access {
   }
   static void detach_tensors(Module& m) { m.detach_tensors(); }
   static void set_training_flag(Module& m, bool training) { m.training_ = training; }
+  static void copy_flags(const Module& from, Module& to) {
+    to.training_ = from.training_;
+    to.quantize_disabled_ = from.quantize_disabled_;
+  }
   /// m's forward hooks; null when it never had any (the one test a call without hooks makes).
   static const hook_list* hooks(const Module& m) noexcept { return m.hooks_.get(); }
   /// Gives `to` the hook registrations of `from` (trace_module: a traced module keeps the hooks of

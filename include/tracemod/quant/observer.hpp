@@ -92,8 +92,16 @@ class Observer {
   [[nodiscard]] virtual QParamsTensors calculate_qparams() const = 0;
   virtual void reset() = 0;
   [[nodiscard]] virtual std::unique_ptr<Observer> clone() const = 0;
+  /// What was observed, as floats (saved with a FakeQuantize's config): empty when nothing was.
+  [[nodiscard]] virtual std::vector<float> state() const = 0;
+  /// Restores a state() of an observer of the same kind; value_error naming the observer otherwise.
+  virtual void set_state(const std::vector<float>& s) = 0;
 
  protected:
+  void require_state_size(const std::vector<float>& s, bool fits) const {
+    if (!s.empty() && !fits)
+      throw value_error(name() + ": a saved state of " + std::to_string(s.size()) + " numbers does not fit this observer");
+  }
   void require_observed() const {
     if (!observed())
       throw value_error(name() + ": qparams() before any observation; observe a non-empty tensor first");
@@ -132,6 +140,14 @@ class MinMaxObserver : public Observer {
     max_val_ = -min_val_;
   }
   [[nodiscard]] std::unique_ptr<Observer> clone() const override { return std::make_unique<MinMaxObserver>(*this); }
+  [[nodiscard]] std::vector<float> state() const override {
+    return observed() ? std::vector<float>{min_val_, max_val_} : std::vector<float>{};
+  }
+  void set_state(const std::vector<float>& s) override {
+    require_state_size(s, s.size() == 2 && s[0] <= s[1]);
+    reset();
+    if (!s.empty()) min_val_ = s[0], max_val_ = s[1];
+  }
 
  protected:
   virtual void update(float lo, float hi) {
@@ -234,6 +250,18 @@ class PerChannelMinMaxObserver : public Observer {
   }
   [[nodiscard]] std::unique_ptr<Observer> clone() const override {
     return std::make_unique<PerChannelMinMaxObserver>(*this);
+  }
+  /// The minima, then the maxima.
+  [[nodiscard]] std::vector<float> state() const override {
+    std::vector<float> s = min_vals_;
+    s.insert(s.end(), max_vals_.begin(), max_vals_.end());
+    return s;
+  }
+  void set_state(const std::vector<float>& s) override {
+    require_state_size(s, s.size() % 2 == 0);
+    const auto half = static_cast<std::ptrdiff_t>(s.size() / 2);
+    min_vals_.assign(s.begin(), s.begin() + half);
+    max_vals_.assign(s.begin() + half, s.end());
   }
 
  private:

@@ -88,6 +88,23 @@ class HistogramObserver : public Observer {
     max_val_ = -min_val_;
   }
   [[nodiscard]] std::unique_ptr<Observer> clone() const override { return std::make_unique<HistogramObserver>(*this); }
+  [[nodiscard]] std::int64_t bins() const noexcept { return bins_; }
+  [[nodiscard]] std::int64_t upsample_rate() const noexcept { return upsample_rate_; }
+  /// min, max, then the bins.
+  [[nodiscard]] std::vector<float> state() const override {
+    if (!observed()) return {};
+    std::vector<float> s{min_val_, max_val_};
+    s.insert(s.end(), histogram_.begin(), histogram_.end());
+    return s;
+  }
+  void set_state(const std::vector<float>& s) override {
+    require_state_size(s, s.size() == static_cast<std::size_t>(bins_) + 2 && s[0] <= s[1]);
+    reset();
+    if (s.empty()) return;
+    min_val_ = s[0];
+    max_val_ = s[1];
+    histogram_.assign(s.begin() + 2, s.end());
+  }
 
  private:
   /// torch.histc: bins_ equal bins over [lo, hi] (the last one closed); lo == hi widens to [lo - 1, hi + 1].

@@ -11,31 +11,13 @@
 #include <tracemod/quant/fake_quantize.hpp>
 #include <tracemod/quant/observer.hpp>
 #include <tracemod/quant/observer_histogram.hpp>
+#include <tracemod/quant/observer_spec.hpp>
 #include <tracemod/quant/qscheme.hpp>
 
 #include <cstdint>
 #include <memory>
 
 namespace tracemod::quant {
-
-enum class ObserverKind : std::uint8_t { min_max, moving_average_min_max, per_channel_min_max, histogram };
-
-/// An observer to make: its kind, scheme and (for the moving average) averaging constant.
-struct ObserverSpec {
-  ObserverKind kind = ObserverKind::min_max;
-  QScheme scheme{};
-  float averaging_constant = 0.01f;
-
-  [[nodiscard]] std::unique_ptr<Observer> make() const {
-    switch (kind) {
-      case ObserverKind::min_max: return std::make_unique<MinMaxObserver>(scheme);
-      case ObserverKind::moving_average_min_max: return std::make_unique<MovingAverageMinMaxObserver>(scheme, averaging_constant);
-      case ObserverKind::per_channel_min_max: return std::make_unique<PerChannelMinMaxObserver>(scheme);
-      case ObserverKind::histogram: return std::make_unique<HistogramObserver>(scheme);
-    }
-    throw value_error("ObserverSpec: unknown observer kind");
-  }
-};
 
 /// A layer's quantization: the observers of its weight and activation, and whether each is fake
 /// quantized (QAT) or only observed (calibration).

@@ -82,7 +82,7 @@ inline std::unique_ptr<TracedModule> make_traced_tree(const Module& m,
       tm->setattr(name, make_traced_tree(child, map, built));
     built.emplace(&child, module_access::shared_child(*tm, name));
   }
-  module_access::set_training_flag(*tm, m.training());
+  module_access::copy_flags(m, *tm);
   return tm;
 }
 
