@@ -91,17 +91,17 @@ class Module {
 
   /// Sets the training flag of this module and every descendant.
   Module& train(bool mode = true) {
-    for (Module& m : modules()) m.training_ = mode;  // listed first: a too-deep tree throws before any change
+    for (Module& m : modules()) m.flags_.training = mode;  // listed first: a too-deep tree throws before any change
     return *this;
   }
   Module& eval() { return train(false); }
-  [[nodiscard]] bool training() const noexcept { return training_; }
+  [[nodiscard]] bool training() const noexcept { return flags_.training; }
   /// MegEngine's disable_quantize: quant::prepare leaves this module and every descendant float.
   Module& disable_quantize(bool disabled = true) {
-    for (Module& m : modules()) m.quantize_disabled_ = disabled;
+    for (Module& m : modules()) m.flags_.quantize_disabled = disabled;
     return *this;
   }
-  [[nodiscard]] bool quantize_disabled() const noexcept { return quantize_disabled_; }
+  [[nodiscard]] bool quantize_disabled() const noexcept { return flags_.quantize_disabled; }
 
   // ---- traversal -----------------------------------------------------------------------------
 
@@ -251,15 +251,13 @@ class Module {
   Module() = default;
   // A copy keeps the sharing among its dynamic attributes (copy_scope) and the hook registrations.
   Module(const Module& other)
-      : dynamic_(copy_dynamic(other.dynamic_)), training_(other.training_),
-        quantize_disabled_(other.quantize_disabled_), hooks_(other.hooks_) {}
+      : dynamic_(copy_dynamic(other.dynamic_)), flags_(other.flags_), hooks_(other.hooks_) {}
   Module(Module&&) noexcept = default;
   Module& operator=(const Module& other) {
     if (this != &other) {
       auto copy = copy_dynamic(other.dynamic_);
       dynamic_ = std::move(copy);
-      training_ = other.training_;
-      quantize_disabled_ = other.quantize_disabled_;
+      flags_ = other.flags_;
       hooks_ = other.hooks_;
     }
     return *this;
@@ -513,19 +511,7 @@ class Module {
   void set_tensor(std::string_view path, member_kind kind, const Tensor& value);
 
   /// Replaces every tensor of the tree by a copy of its data (deep copy after a module copy).
-  void detach_tensors() {
-    std::vector<std::pair<Tensor, Tensor>> copied;  // original handle -> its copy
-    for (auto& entry : named_tensors()) {
-      Tensor& t = entry.second;
-      const auto same = [&](const auto& seen) {
-        return seen.first.shares_storage_with(t) && seen.first.shape() == t.shape() && seen.first.dtype() == t.dtype();
-      };
-      const auto it = std::find_if(copied.begin(), copied.end(), same);
-      Tensor copy = it != copied.end() ? it->second : t.clone();
-      if (it == copied.end()) copied.emplace_back(t, copy);
-      t = std::move(copy);
-    }
-  }
+  void detach_tensors();
 
   static HookHandle register_hook(detail::hook_records& records, std::pair<ForwardPreHook, ForwardHook> fns) {
     auto record = std::make_shared<detail::hook_record>();
@@ -536,8 +522,10 @@ class Module {
   }
 
   std::vector<detail::dynamic_attr> dynamic_;
-  bool training_ = true;
-  bool quantize_disabled_ = false;
+  struct flags {
+    bool training = true;
+    bool quantize_disabled = false;
+  } flags_;
   detail::hook_slot hooks_;
 };
 
@@ -552,11 +540,8 @@ struct module_access {
     return m.tracemod_copy_();
   }
   static void detach_tensors(Module& m) { m.detach_tensors(); }
-  static void set_training_flag(Module& m, bool training) { m.training_ = training; }
-  static void copy_flags(const Module& from, Module& to) {
-    to.training_ = from.training_;
-    to.quantize_disabled_ = from.quantize_disabled_;
-  }
+  static void set_training_flag(Module& m, bool training) { m.flags_.training = training; }
+  static void copy_flags(const Module& from, Module& to) { to.flags_ = from.flags_; }
   /// m's forward hooks; null when it never had any (the one test a call without hooks makes).
   static const hook_list* hooks(const Module& m) noexcept { return m.hooks_.get(); }
   /// Gives `to` the hook registrations of `from` (trace_module: a traced module keeps the hooks of
@@ -598,16 +583,10 @@ struct module_access {
 }  // namespace detail
 
 
-inline std::unique_ptr<Module> Module::clone() const {
-  detail::module_access::check_depth(*this);  // the copy recurses once per level
-  std::unique_ptr<Module> copy = detail::module_access::copy(*this);
-  copy->detach_tensors();
-  return copy;
-}
-
 }  // namespace tracemod
 
 // Out-of-line members, each in the header of its concern.
+#include <tracemod/nn/module_clone.hpp>
 #include <tracemod/nn/module_load_state.hpp>
 #include <tracemod/nn/module_repr.hpp>
 #include <tracemod/nn/module_setattr.hpp>
