@@ -582,7 +582,6 @@ struct module_access {
 
 }  // namespace detail
 
-
 }  // namespace tracemod
 
 // Out-of-line members, each in the header of its concern.
