@@ -87,7 +87,7 @@ struct flatten_fn : data_movement_op<flatten_fn> {
     const std::size_t s = normalize_axis(p.start_axis, x.dims.size(), target);
     const std::size_t e = normalize_axis(p.end_axis, x.dims.size(), target);
     Dims out(x.dims.begin(), x.dims.begin() + static_cast<std::ptrdiff_t>(s));
-    out.push_back(numel(Dims(x.dims.begin() + static_cast<std::ptrdiff_t>(s), x.dims.begin() + static_cast<std::ptrdiff_t>(e) + 1)));
+    out.push_back(::tracemod::numel(Dims(x.dims.begin() + static_cast<std::ptrdiff_t>(s), x.dims.begin() + static_cast<std::ptrdiff_t>(e) + 1)));
     out.insert(out.end(), x.dims.begin() + static_cast<std::ptrdiff_t>(e) + 1, x.dims.end());
     return out;
   }
@@ -171,7 +171,7 @@ struct reshape_fn : data_movement_op<reshape_fn> {
     for (std::int64_t d : p.target_shape)
       if (d != -1) known *= d;
     Dims out;
-    for (std::int64_t d : p.target_shape) out.push_back(d == -1 ? numel(x.dims) / known : DimExpr(d));
+    for (std::int64_t d : p.target_shape) out.push_back(d == -1 ? ::tracemod::numel(x.dims) / known : DimExpr(d));
     return out;
   }
 

@@ -145,6 +145,12 @@ inline std::vector<functional::erased_dims> call_dims(const functional::op_entry
     if (b.kind == functional::erased_operand::kind::tensor) ops[i].one = dims_of(b.inputs.front());
     if (b.kind == functional::erased_operand::kind::list)
       for (std::size_t j : b.inputs) ops[i].list.push_back(dims_of(j));
+    if (b.kind == functional::erased_operand::kind::scalar && b.constant->is_number() &&
+        b.constant->kind() == Value::Kind::integer) {
+      const std::int64_t n = b.constant->integer();
+      ops[i].number = std::make_shared<const ShapeValue>(ShapeValue{{DimExpr(n)}, {n}});
+      ops[i].one.value = ops[i].number.get();
+    }
   }
   return ops;
 }
