@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 #include <same_bytes.hpp>
+#include <shape_value_models.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -64,16 +65,7 @@ struct DataShape : tmod::Module {
   auto forward(const auto& x, const auto& s) const { return F::reshape_to(x, F::astype(s, tmod::int32)); }
 };
 
-/// x.view(x.size(0) * 2, x.size(1) // 2, -1): extents computed from shapes (each in its own
-/// statement, so the graph's order does not depend on the order C++ evaluates arguments in).
-struct DoubledRows : tmod::Module {
-  TM_MODULE(DoubledRows)
-  auto forward(const auto& x) const {
-    const auto rows = F::size(x, 0) * 2;
-    const auto cols = F::floor_div(F::size(x, 1), 2);
-    return F::reshape_to(x, F::tensor_from_list(rows, cols, -1));
-  }
-};
+using shape_value_models::DoubledRows;
 
 /// x.view(2 * x.size(0), x.numel() // (2 * x.size(0))).
 struct Counted : tmod::Module {

@@ -175,6 +175,8 @@ class onnx_import_context {
   [[nodiscard]] virtual const Shape& shape(onnx_value v) const = 0;
   /// The shape of input i, which must be known at import time (an index tensor's rank).
   virtual Shape static_shape(int i, std::string_view what) = 0;
+  /// Whether input i is known at import time (an initializer, a Constant, a value folded before).
+  [[nodiscard]] virtual bool is_static(int i) const = 0;
 
   [[nodiscard]] virtual bool has_attr(std::string_view name) const = 0;
   [[nodiscard]] virtual std::int64_t attr_int(std::string_view name, std::int64_t fallback) const = 0;

@@ -28,6 +28,17 @@
 
 namespace tracemod::functional {
 
+namespace detail {
+
+/// An ONNX node of `type` reading the input's extents (Shape, Size), whose INT64 result is cast to
+/// tracemod's int32.
+inline void onnx_export_int64_read(onnx_export_context& cx, const std::string& type) {
+  const std::string s = cx.node1(type, {cx.input(0).name}, cx.fresh(cx.output() + "_int64"));
+  cx.node("Cast", {s}, {cx.output()}, {{"to", onnx_int32}});
+}
+
+}  // namespace detail
+
 /// x's shape as a 1-D int32 tensor of x's rank (MegEngine's GetVarShape; torch's `x.shape` under
 /// tracing). Any dtype; extents above int32's range are a value_error.
 struct shape_of_fn : op_base<shape_of_fn> {
@@ -62,10 +73,11 @@ struct shape_of_fn : op_base<shape_of_fn> {
   }
 
   /// ONNX's Shape gives int64: cast to tracemod's int32.
-  static void onnx_export(onnx_export_context& cx, const params&) {
-    const std::string s = cx.node1("Shape", {cx.input(0).name}, cx.fresh(cx.output() + "_int64"));
-    cx.node("Cast", {s}, {cx.output()}, {{"to", detail::onnx_int32}});
-  }
+  static void onnx_export(onnx_export_context& cx, const params&) { detail::onnx_export_int64_read(cx, "Shape"); }
+  /// A Shape of an input with dynamic dims (import computes the others at import time, onnx/fold.hpp);
+  /// its INT64 result is int32 here, as every integer tracemod computes shapes with.
+  static constexpr std::array onnx_import_types{std::string_view("Shape")};
+  static void onnx_import(onnx_import_context& cx) { cx.bind(cx.call<shape_of_fn>({}, cx.tensor(0))); }
 };
 inline constexpr shape_of_fn shape_of{};
 TRACEMOD_REGISTER_BUILTIN_OP(shape_of_fn);
@@ -107,10 +119,10 @@ struct numel_fn : op_base<numel_fn> {
   }
 
   /// ONNX's Size gives int64: cast to tracemod's int32.
-  static void onnx_export(onnx_export_context& cx, const params&) {
-    const std::string s = cx.node1("Size", {cx.input(0).name}, cx.fresh(cx.output() + "_int64"));
-    cx.node("Cast", {s}, {cx.output()}, {{"to", detail::onnx_int32}});
-  }
+  static void onnx_export(onnx_export_context& cx, const params&) { detail::onnx_export_int64_read(cx, "Size"); }
+  /// A Size of an input with dynamic dims, as shape_of_fn imports Shape.
+  static constexpr std::array onnx_import_types{std::string_view("Size")};
+  static void onnx_import(onnx_import_context& cx) { cx.bind(cx.call<numel_fn>({}, cx.tensor(0))); }
 };
 inline constexpr numel_fn numel{};
 TRACEMOD_REGISTER_BUILTIN_OP(numel_fn);
