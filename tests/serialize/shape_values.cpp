@@ -5,6 +5,7 @@
 #include <tracemod/functional.hpp>
 #include <tracemod/io/serialize.hpp>
 #include <tracemod/nn.hpp>
+#include <tracemod/passes.hpp>
 #include <tracemod/traced_module.hpp>
 
 #include <doctest/doctest.h>
@@ -235,6 +236,10 @@ TEST_CASE("shape values: a reflected product and an element count carry their ex
     CHECK(t(x).tensor().shape() == tmod::Shape{2 * n, 12});
     CHECK(same_bytes(t(x).tensor(), Counted{}(x)));
   }
+  // the arithmetic passes keep the int32 exprs runnable and their values known
+  const tmod::TracedModule o = tmod::optimize(t, {"NormElemWise", "FuseAddMul", "FoldConstant", "FuseElemwise"});
+  const tmod::Tensor x = tmod::randn({3, 4, 6});
+  CHECK(same_bytes(o(x).tensor(), Counted{}(x)));
 }
 
 TEST_CASE("shape values: errors name the symbolic axis or the value not known while recording") {
