@@ -16,6 +16,7 @@
 
 #include "graph/opaque_scale.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -146,6 +147,11 @@ void replace_relu_calls(const std::vector<G::Expr*>& calls, Act act) {
     G::replace_node(g, {{e->output(), replacement}});
   }
 }
+
+struct ReluOnly : tmod::Module {
+  TM_MODULE(ReluOnly)
+  auto forward(const auto& x) const { return F::relu(x); }
+};
 
 G::Expr* module_call(const G::Graph& g, const std::string& type) {
   for (G::Expr* e : g.get_method_by_type("__call__", false))
@@ -320,6 +326,39 @@ TEST_CASE("replace_node: MegEngine's rules, and bad replacements change nothing"
   CHECK(g.contains(relu));
   const tmod::Tensor expected = net.b1(net.b0(x));
   CHECK(max_abs_diff(t(x).tensor(), expected) <= 1e-6);
+}
+
+TEST_CASE("add_input_node with symbolic dims: the new input follows the dynamic batch, at any batch") {
+  const tmod::TracedModule t =
+      tmod::trace_module(ReluOnly{}, tmod::randn({2, 4}), tmod::TraceOptions{.dynamic_dims = {{0, "N"}}});
+  G::Graph& g = t.graph();
+  const tmod::DimExpr n = tmod::DimExpr::symbol("N");
+  const std::string before = all_text(g);
+  // the dims must agree with the example shape and with the other inputs' symbols
+  CHECK_THROWS_WITH_AS(G::add_input_node(g, {n, 4}, {3, 4}, tmod::DType::float32, "b"),
+                       doctest::Contains("symbol N is 2 in input 'x'"), tmod::value_error);
+  CHECK_THROWS_WITH_AS(G::add_input_node(g, {n * 2, 4}, {4, 4}, tmod::DType::float32, "b"),
+                       doctest::Contains("symbols or constants"), tmod::value_error);
+  CHECK_THROWS_AS(G::add_input_node(g, {n, 5}, {2, 4}, tmod::DType::float32, "b"), tmod::value_error);
+  CHECK_THROWS_AS(G::add_input_node(g, {n}, {2, 4}, tmod::DType::float32, "b"), tmod::value_error);
+  CHECK(all_text(g) == before);
+
+  G::TensorNode* b = G::add_input_node(g, {n, 4}, {2, 4}, tmod::DType::float32, "b");
+  CHECK(b->shape_text() == "(N, 4)");
+  G::Node* relu_out = g.outputs().front();
+  G::Node* sum = nullptr;
+  {
+    auto scope = G::insert_exprs(g, relu_out->expr());
+    sum = (tmod::Sym(relu_out) + tmod::Sym(b)).node();
+  }
+  G::reset_outputs(g, G::NodeTree::leaf(sum));
+  CHECK(static_cast<const G::TensorNode*>(sum)->shape_text() == "(N, 4)");
+  for (const std::int64_t batch : {1, 3}) {
+    const tmod::Tensor x = tmod::randn({batch, 4}), y = tmod::randn({batch, 4});
+    const tmod::Tensor got = t(x, y).tensor(), want = F::relu(x) + y;
+    REQUIRE(got.shape() == want.shape());
+    CHECK(std::equal(got.data<float>(), got.data<float>() + got.numel(), want.data<float>()));
+  }
 }
 
 TEST_CASE("input and output surgery: top graph only, outputs as nested values") {

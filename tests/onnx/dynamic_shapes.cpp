@@ -7,6 +7,7 @@
 #include <model_goldens.hpp>
 #include <models/mobilenet_v2.hpp>
 #include <models/resnet.hpp>
+#include <shape_value_models.hpp>
 
 #include <doctest/doctest.h>
 
@@ -120,7 +121,65 @@ struct ViewNet : tmod::Module {
   }
 };
 
+using shape_value_models::DoubledRows;
+
+/// x.view(x.size(0) * 2, -1).
+struct TwiceRows : tmod::Module {
+  TM_MODULE(TwiceRows)
+  auto forward(const auto& x) const {
+    namespace F = tracemod::functional;
+    return F::reshape_to(x, F::tensor_from_list(F::size(x, 0) * 2, -1));
+  }
+};
+
+/// `net` traced at `shape` with a dynamic batch N and exported to a temporary file.
+template <class Net>
+std::filesystem::path export_dynamic(const Net& net, const tmod::Shape& shape, const std::string& name) {
+  const tmod::TracedModule t = tmod::trace_module(net, tmod::randn(shape), tmod::TraceOptions{.dynamic_dims = {{0, "N"}}});
+  const auto path = std::filesystem::temp_directory_path() / ("tracemod_onnx_" + name + ".onnx");
+  tmod::onnx::export_model(t, path);
+  return path;
+}
+
+/// The node types of an exported model, in order.
+std::vector<std::string> node_types(const std::filesystem::path& path) {
+  proto::ModelProto model;
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(model.ParseFromIstream(&in));
+  std::vector<std::string> types;
+  for (const auto& n : model.graph().node()) types.push_back(n.op_type());
+  return types;
+}
+
 }  // namespace
+
+TEST_CASE("ONNX: int32 arithmetic on extents exports with int32 constants and exact floor division") {
+  DoubledRows net;
+  const auto path = export_dynamic(net, {2, 4, 6}, "shape_arith");
+  const std::vector<std::string> types = node_types(path);
+  for (const char* type : {"Shape", "Mul", "Mod", "Sub", "Div", "Reshape"})
+    CHECK_MESSAGE(std::find(types.begin(), types.end(), type) != types.end(), type);
+  for (const std::int64_t n : {1, 3}) {
+    const tmod::TracedModule fixed = tmod::onnx::import_model(path, {.dims = {{"N", n}}});
+    const tmod::Tensor x = tmod::randn({n, 4, 6});
+    CHECK(fixed(x).tensor().shape() == tmod::Shape{2 * n, 2, 6});
+    CHECK(golden::max_rel_err(fixed(x).tensor(), net(x)) == 0);
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("ONNX: x.view(x.size(0) * 2, -1) exported with a dynamic batch imports with it and runs at any batch") {
+  TwiceRows net;
+  const auto path = export_dynamic(net, {2, 4, 6}, "shape_mul");
+  const tmod::TracedModule back = tmod::onnx::import_model(path, {.dims = {{"N", 2}}, .dynamic_dims = true});
+  std::filesystem::remove(path);
+  CHECK(static_cast<const tmod::graph::TensorNode*>(back.graph().outputs()[0])->shape_text() == "(N*2, 12)");
+  for (const std::int64_t n : {1, 4}) {
+    const tmod::Tensor x = tmod::randn({n, 4, 6});
+    CHECK(back(x).tensor().shape() == tmod::Shape{2 * n, 12});
+    CHECK(golden::max_rel_err(back(x).tensor(), net(x)) == 0);
+  }
+}
 
 TEST_CASE("ONNX: shapes read as values export as Shape, Cast and Reshape, and re-import at static dims") {
   ViewNet net;
@@ -140,8 +199,13 @@ TEST_CASE("ONNX: shapes read as values export as Shape, Cast and Reshape, and re
   const tmod::TracedModule fixed = tmod::onnx::import_model(path, {.dims = {{"N", 3}}});
   const tmod::Tensor x = tmod::randn({3, 2, 3, 4});
   CHECK(golden::max_rel_err(fixed(x).tensor(), net(x)) <= 1e-6);
-  // with dynamic dims, Shape would read the symbolic batch at import time
-  CHECK_THROWS_AS(tmod::onnx::import_model(path, {.dims = {{"N", 3}}, .dynamic_dims = true}), tmod::error);
+  // with dynamic dims, Shape records GetVarShape and the reshape follows the batch
+  const tmod::TracedModule dynamic = tmod::onnx::import_model(path, {.dims = {{"N", 3}}, .dynamic_dims = true});
+  CHECK(static_cast<const tmod::graph::TensorNode*>(dynamic.graph().outputs()[0])->shape_text() == "(N, 5)");
+  for (const std::int64_t n : {1, 8}) {
+    const tmod::Tensor xn = tmod::randn({n, 2, 3, 4});
+    CHECK(golden::max_rel_err(dynamic(xn).tensor(), net(xn)) <= 1e-6);
+  }
   std::filesystem::remove(path);
 }
 

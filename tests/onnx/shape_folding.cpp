@@ -255,13 +255,69 @@ TEST_CASE("onnx import: shape computations that cannot be folded are refused, na
     b.output("y", {1});
     CHECK(refusal(b.m).find("node 'sum_node' (Add): 9223372036854775807 + 1 overflows int64") != std::string::npos);
   }
-  {  // the shape of a dynamic axis, imported with dynamic dims
+  {  // a Shape with start/end of a dynamic axis, imported with dynamic dims
     model_builder b = channel_shuffle();
     b.g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+    b.m.mutable_opset_import(0)->set_version(15);  // Shape's start and end
+    b.attr(*b.g.mutable_node(0), "start", std::int64_t{0});
     const std::string why = refusal(b.m, {.dynamic_dims = true});
-    CHECK(why.find("node 'shape_node' (Shape): Shape of 'x' reads its dynamic axis 0") != std::string::npos);
-    CHECK(refusal(b.m) == "imported");  // static dims: batch takes its default extent
+    CHECK(why.find("node 'shape_node' (Shape): attribute 'start'") != std::string::npos);
+    CHECK(refusal(b.m) == "imported");  // static dims: batch takes its default extent, and Shape folds
   }
+}
+
+TEST_CASE("onnx import: Shape of a dynamic batch records GetVarShape, so a channel shuffle runs at any batch") {
+  model_builder b = channel_shuffle();
+  b.g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+  b.g.mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+  const tmod::TracedModule m = tmod::onnx::import_model(b.m, {.dims = {{"batch", 2}}, .dynamic_dims = true});
+  std::ostringstream text;
+  text << m.graph();
+  CHECK(text.str().find("GetVarShape(x, )") != std::string::npos);
+  CHECK(text.str().find("tensor.reshape_to(x, split_shape, )") != std::string::npos);
+  const auto* split = static_cast<const tmod::graph::TensorNode*>(m.graph().get_node_by_name("split").as_unique());
+  CHECK(split->shape_text() == "(batch, 2, 3, 2, 3)");
+  CHECK(static_cast<const tmod::graph::TensorNode*>(m.graph().outputs()[0])->shape_text() == "(batch, 6, 2, 3)");
+  for (const std::int64_t n : {1, 3}) {
+    const Tensor x = tmod::uniform({n, 6, 2, 3}, -1.f, 1.f, 5);
+    const std::vector<float> in = values(x), out = values(m(x));
+    std::vector<float> want(in.size());
+    for (std::int64_t i = 0; i < n; ++i)
+      for (int c = 0; c < 6; ++c)  // output channel c = k * 2 + g reads input channel g * 3 + k
+        for (int p = 0; p < 6; ++p)
+          want[static_cast<std::size_t>((i * 6 + c) * 6 + p)] = in[static_cast<std::size_t>((i * 6 + c % 2 * 3 + c / 2) * 6 + p)];
+    CHECK(out == want);
+  }
+}
+
+TEST_CASE("onnx import: torch's x.view(x.size(0), -1) with a dynamic batch runs at batch 1 and 8") {
+  model_builder b;
+  b.input("x", {-1, 2, 3, 4});
+  b.node("Shape", {"x"}, "shape");
+  b.node("Gather", {"shape", b.ints("zero", {0}, true)}, "n");
+  b.node("Unsqueeze", {"n", b.ints("axes", {0})}, "n1");
+  b.attr(b.node("Concat", {"n1", b.ints("rest", {-1})}, "target"), "axis", std::int64_t{0});
+  b.node("Reshape", {"x", "target"}, "y");
+  b.output("y", {-1, 24});
+  const tmod::TracedModule m = tmod::onnx::import_model(b.m, {.dims = {{"batch", 2}}, .dynamic_dims = true});
+  CHECK(static_cast<const tmod::graph::TensorNode*>(m.graph().outputs()[0])->shape_text() == "(batch, 24)");
+  for (const std::int64_t n : {1, 8}) {
+    const Tensor x = tmod::uniform({n, 2, 3, 4}, -1.f, 1.f, 7);
+    const Tensor y = m(x);
+    CHECK(y.shape() == tmod::Shape{n, 24});
+    CHECK(values(y) == values(x));  // a view keeps the elements in order
+  }
+  // Size of the dynamic input: the element count, as a value
+  model_builder c;
+  c.input("x", {-1, 2, 3, 4});
+  c.node("Size", {"x"}, "count");
+  c.node("Unsqueeze", {"count", c.ints("axes", {0})}, "target");
+  c.node("Reshape", {"x", "target"}, "y");
+  c.output("y", {-1});
+  c.g.mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("count");
+  const tmod::TracedModule flat = tmod::onnx::import_model(c.m, {.dims = {{"batch", 2}}, .dynamic_dims = true});
+  CHECK(static_cast<const tmod::graph::TensorNode*>(flat.graph().outputs()[0])->shape_text() == "(batch*24,)");
+  CHECK(flat(tmod::uniform({5, 2, 3, 4}, -1.f, 1.f, 3)).tensor().shape() == tmod::Shape{120});
 }
 
 TEST_CASE("onnx import: Dropout in training mode with ratio 0 is the identity; another ratio is refused") {

@@ -5,11 +5,14 @@
 #include <tracemod/functional.hpp>
 #include <tracemod/io/serialize.hpp>
 #include <tracemod/nn.hpp>
+#include <tracemod/passes.hpp>
 #include <tracemod/traced_module.hpp>
 
 #include <doctest/doctest.h>
 #include <same_bytes.hpp>
+#include <shape_value_models.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -61,6 +64,18 @@ struct SizeAsNumber : tmod::Module {
 struct DataShape : tmod::Module {
   TM_MODULE(DataShape)
   auto forward(const auto& x, const auto& s) const { return F::reshape_to(x, F::astype(s, tmod::int32)); }
+};
+
+using shape_value_models::DoubledRows;
+
+/// x.view(2 * x.size(0), x.numel() // (2 * x.size(0))).
+struct Counted : tmod::Module {
+  TM_MODULE(Counted)
+  auto forward(const auto& x) const {
+    const auto rows = 2 * F::size(x, 0);
+    const auto cols = F::floor_div(F::numel(x), rows);
+    return F::reshape_to(x, F::tensor_from_list(rows, cols));
+  }
 };
 
 std::vector<std::int32_t> ints(const tmod::Tensor& t) {
@@ -137,6 +152,94 @@ TEST_CASE("shape values: gathered and stacked extents keep their expressions") {
   CHECK(static_cast<const tmod::graph::TensorNode*>(t.graph().outputs()[0])->shape_text() == "(L, 1, 3, N)");
   const tmod::Tensor x = tmod::randn({5, 3, 7});
   CHECK(same_bytes(t(x).tensor(), Permuted{}(x)));
+}
+
+TEST_CASE("shape values: int32 arithmetic computes exactly, with broadcasting, against integer reference values") {
+  const tmod::Tensor x = tmod::randn({2, 3, 4});
+  CHECK(ints(F::size(x, 0) * 2) == std::vector<std::int32_t>{4});
+  CHECK(ints(2 * F::size(x, 0)) == std::vector<std::int32_t>{4});
+  CHECK(ints(F::size(x, 0) + 1) == std::vector<std::int32_t>{3});
+  CHECK(ints(1 - F::size(x, 1)) == std::vector<std::int32_t>{-2});
+  CHECK(ints(F::shape_of(x) * F::size(x, 0)) == std::vector<std::int32_t>{4, 6, 8});
+  CHECK(ints(F::shape_of(x) - F::shape_of(x)) == std::vector<std::int32_t>{0, 0, 0});
+  CHECK(ints(F::add(F::size(x, 2), F::size(x, 1))) == std::vector<std::int32_t>{7});
+  // floor division rounds toward -inf, as torch's // and Python's
+  CHECK(ints(F::floor_div(-7, F::size(x, 1))) == std::vector<std::int32_t>{-3});
+  CHECK(ints(F::floor_div(F::size(x, 2), -3)) == std::vector<std::int32_t>{-2});
+  CHECK(ints(F::floor_div(F::shape_of(x), 2)) == std::vector<std::int32_t>{1, 1, 2});
+  CHECK(F::numel(x).shape() == tmod::Shape{});
+  CHECK(ints(F::numel(x)) == std::vector<std::int32_t>{24});
+  // float32 floor division, broadcast (5, 1) against (3,): floor(a / b) for each pair
+  const std::vector<float> a{7.f, -7.f, 7.5f, -0.5f, 6.f}, b{2.f, -2.f, 3.f};
+  const tmod::Tensor q = F::floor_div(tmod::tensor({{7.f}, {-7.f}, {7.5f}, {-0.5f}, {6.f}}), tmod::tensor({2.f, -2.f, 3.f}));
+  REQUIRE(q.shape() == tmod::Shape{5, 3});
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = 0; j < b.size(); ++j) CHECK(q.data<float>()[i * 3 + j] == std::floor(a[i] / b[j]));
+  // int32 arithmetic takes int32 tensors and integers; true division and results past int32 are refused
+  CHECK_THROWS_AS(F::size(x, 0) * 2.5, tmod::dtype_error);
+  CHECK_THROWS_AS(F::size(x, 0) + tmod::tensor({1.f}), tmod::dtype_error);
+  CHECK_THROWS_AS(F::size(x, 0) / 2, tmod::dtype_error);
+  CHECK_THROWS_WITH_AS(F::floor_div(F::size(x, 0), 0), doctest::Contains("by zero"), tmod::value_error);
+  CHECK_THROWS_WITH_AS(F::size(x, 0) * 2000000000, doctest::Contains("does not fit in int32"), tmod::value_error);
+}
+
+TEST_CASE("shape values: arithmetic on extents traced with a dynamic batch keeps expressions and runs at any batch") {
+  DoubledRows net;
+  const tmod::TracedModule t = tmod::trace_module(net, tmod::randn({2, 4, 6}), tmod::TraceOptions{.dynamic_dims = {{0, "N"}}});
+  CHECK(tmod::graph::to_string(t.graph()) ==
+        "DoubledRows.Graph (self, x: (N, 4, 6)) {\n"
+        "\t%2:\tgetvarshape_out = GetVarShape(x, )\n"
+        "\t%3:\tgetitem_out = getvarshape_out.__getitem__(0, )\n"
+        "\t%4:\tmul_out = getitem_out.__mul__(2, )\n"
+        "\t%5:\tgetvarshape_out_1 = GetVarShape(x, )\n"
+        "\t%6:\tgetitem_out_1 = getvarshape_out_1.__getitem__(1, )\n"
+        "\t%7:\tfloor_div_out = elemwise.floor_div(getitem_out_1, 2, )\n"
+        "\t%8:\tconst_tensor = Constant(Tensor) -> (Tensor)\n"
+        "\t%9:\tstack_out = tensor.stack([mul_out, floor_div_out, const_tensor], 0, )\n"
+        "\t%10:\treshape_out = tensor.reshape_to(x, stack_out, )\n"
+        "\treturn reshape_out\n"
+        "}");
+  const auto node = [&](const char* name) {
+    return static_cast<const tmod::graph::TensorNode*>(t.graph().get_node_by_name(name).as_unique());
+  };
+  REQUIRE(node("mul_out")->value() != nullptr);
+  CHECK(node("mul_out")->dtype() == tmod::DType::int32);
+  CHECK(node("mul_out")->value()->dims == tmod::Dims{tmod::DimExpr::symbol("N") * 2});
+  CHECK(node("stack_out")->value()->example == std::vector<std::int64_t>{4, 2, -1});
+  CHECK(node("reshape_out")->shape_text() == "(N*2, 2, 6)");
+  for (const std::int64_t n : {1, 4}) {
+    const tmod::Tensor x = tmod::randn({n, 4, 6});
+    const tmod::Tensor y = t(x).tensor();
+    CHECK(y.shape() == tmod::Shape{2 * n, 2, 6});
+    CHECK(same_bytes(y, net(x)));
+  }
+  const auto path = std::filesystem::temp_directory_path() / "tracemod_shape_values_arith.tm";
+  tmod::save(t, path);
+  const tmod::TracedModule back = tmod::load(path);
+  std::filesystem::remove(path);
+  CHECK(static_cast<const tmod::graph::TensorNode*>(back.graph().outputs()[0])->shape_text() == "(N*2, 2, 6)");
+  const tmod::Tensor x = tmod::randn({3, 4, 6});
+  CHECK(same_bytes(back(x).tensor(), net(x)));
+}
+
+TEST_CASE("shape values: a reflected product and an element count carry their expressions into the reshape") {
+  const tmod::TracedModule t = tmod::trace_module(Counted{}, tmod::randn({2, 4, 6}), tmod::TraceOptions{.dynamic_dims = {{0, "N"}}});
+  const auto node = [&](const char* name) {
+    return static_cast<const tmod::graph::TensorNode*>(t.graph().get_node_by_name(name).as_unique());
+  };
+  CHECK(node("rmul_out")->value()->dims[0].to_string() == "N*2");
+  CHECK(node("numel_out")->value()->dims[0].to_string() == "N*24");
+  CHECK(node("numel_out")->value()->example == std::vector<std::int64_t>{48});
+  CHECK(node("floor_div_out")->value()->dims[0].evaluate({{"N", 3}}) == 12);
+  for (const std::int64_t n : {1, 4}) {
+    const tmod::Tensor x = tmod::randn({n, 4, 6});
+    CHECK(t(x).tensor().shape() == tmod::Shape{2 * n, 12});
+    CHECK(same_bytes(t(x).tensor(), Counted{}(x)));
+  }
+  // the arithmetic passes keep the int32 exprs runnable and their values known
+  const tmod::TracedModule o = tmod::optimize(t, {"NormElemWise", "FuseAddMul", "FoldConstant", "FuseElemwise"});
+  const tmod::Tensor x = tmod::randn({3, 4, 6});
+  CHECK(same_bytes(o(x).tensor(), Counted{}(x)));
 }
 
 TEST_CASE("shape values: errors name the symbolic axis or the value not known while recording") {

@@ -56,6 +56,7 @@ inline std::int32_t float_to_int32(float v) noexcept {
 /// ONNX's TensorProto element types of the dtypes.
 inline constexpr std::int64_t onnx_float = 1;
 inline constexpr std::int64_t onnx_int32 = 6;
+inline constexpr std::int64_t onnx_int64 = 7;
 inline constexpr std::int64_t onnx_bool = 9;
 
 inline constexpr std::int64_t onnx_type_of(DType d) noexcept {
@@ -130,9 +131,12 @@ struct astype_fn : op_base<astype_fn> {
   static constexpr std::array onnx_import_attributes{std::string_view("to"), std::string_view("saturate")};
   static void onnx_import(onnx_import_context& cx) {
     const std::int64_t to = cx.attr_int("to", 0);
-    if (to != detail::onnx_float && to != detail::onnx_int32 && to != detail::onnx_bool)
-      cx.unsupported("Cast to element type " + std::to_string(to) + " (tracemod holds FLOAT, INT32 and BOOL)");
-    const DType d = to == detail::onnx_int32 ? DType::int32 : to == detail::onnx_bool ? DType::boolean : DType::float32;
+    if (to != detail::onnx_float && to != detail::onnx_int32 && to != detail::onnx_int64 && to != detail::onnx_bool)
+      cx.unsupported("Cast to element type " + std::to_string(to) + " (tracemod holds FLOAT, INT32, INT64 as INT32, and BOOL)");
+    // INT64 (the shapes Reshape reads) is held as int32, the type tracemod computes shapes in.
+    const DType d = to == detail::onnx_int32 || to == detail::onnx_int64 ? DType::int32
+                    : to == detail::onnx_bool                            ? DType::boolean
+                                                                         : DType::float32;
     cx.bind(cx.call<astype_fn>({d}, cx.tensor(0)));
   }
 

@@ -1,15 +1,20 @@
 // Elementwise functional ops: relu, relu6, neg, exp, sigmoid, tanh (unary) and add, sub, mul, div,
-// minimum, maximum (binary, numpy broadcasting, tensors or scalars on either side).
+// floor_div, minimum, maximum (binary, numpy broadcasting, tensors or scalars on either side). add,
+// sub, mul and floor_div also compute on int32 tensors (shapes as values, int_arith.hpp).
 #pragma once
 
+#include <tracemod/functional/int_arith.hpp>
 #include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/kernels/elementwise.hpp>
 
 #include <array>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 
 namespace tracemod::functional {
 
@@ -87,6 +92,16 @@ Shape operand_shape(const A& a) {
 template <class Op, class KernelOp, class A, class B>
 Tensor eager_binary(const A& a, const B& b) {
   static_assert(!(scalar_operand<A> && scalar_operand<B>), "tracemod: a binary op needs at least one tensor operand");
+  if constexpr (int_arith_kernel<KernelOp>) {
+    const auto is_int32 = [](const auto& x) {
+      if constexpr (scalar_operand<decltype(x)>)
+        return false;
+      else
+        return x.defined() && x.dtype() == DType::int32;
+    };
+    if (is_int32(a) || is_int32(b))
+      return eager_int_binary<Op, KernelOp>(a, b, broadcast_shapes(operand_shape(a), operand_shape(b), Op::target));
+  }
   if constexpr (!scalar_operand<A>) require_float32(Op::target, Op::operands[0].name, a);
   if constexpr (!scalar_operand<B>) require_float32(Op::target, Op::operands[1].name, b);
   const Shape out_shape = broadcast_shapes(operand_shape(a), operand_shape(b), Op::target);
@@ -104,6 +119,42 @@ Tensor eager_binary(const A& a, const B& b) {
   }
   return y;
 }
+
+/// The export rule of an elementwise kernel's binary op: one node (elementwise.hpp's
+/// onnx_export_elementwise), or for floor division, whose ONNX Div truncates integers and rounds
+/// floats, the exact forms (a - Mod(a, b)) / b for int32 (Mod with fmod 0 takes the divisor's sign)
+/// and Floor(a / b) for float32.
+template <class KernelOp>
+void onnx_export_binary(onnx_export_context& cx, bool reflected) {
+  if constexpr (std::is_same_v<KernelOp, kernels::floordiv_op>) {
+    const bool ints = onnx_int32_operands(cx);
+    std::string a = ints ? onnx_int32_value(cx, cx.input(0)) : cx.value(cx.input(0));
+    std::string b = ints ? onnx_int32_value(cx, cx.input(1)) : cx.value(cx.input(1));
+    if (reflected) std::swap(a, b);
+    if (ints) {
+      const std::string mod = cx.node1("Mod", {a, b}, cx.fresh(cx.output() + "_mod"), {{"fmod", std::int64_t{0}}});
+      const std::string exact = cx.node1("Sub", {a, mod}, cx.fresh(cx.output() + "_exact"));
+      cx.node("Div", {exact, b}, {cx.output()});
+    } else {
+      cx.node("Floor", {cx.node1("Div", {a, b}, cx.fresh(cx.output() + "_div"))}, {cx.output()});
+    }
+  } else {
+    onnx_export_elementwise(cx, onnx_of<KernelOp>::types[0], reflected);
+  }
+}
+
+/// The dtype and value rules of a binary op whose kernel has an integer form (int_arith.hpp): int32
+/// on int32 tensors, float32 otherwise; on shape values (and integers), the same arithmetic on each
+/// element's expression. Kernels without one state neither.
+template <class Derived, class KernelOp, bool Reflected, bool = int_arith_kernel<KernelOp>>
+struct int_rules {};
+template <class Derived, class KernelOp, bool Reflected>
+struct int_rules<Derived, KernelOp, Reflected, true> {
+  static DType infer_dtype(const no_params*, std::span<const DType> in) { return int_or_float_dtype(Derived::target, in); }
+  static std::optional<ShapeValue> infer_value(const no_params&, const ShapeDims& a, const ShapeDims& b) {
+    return Reflected ? int_value<KernelOp>(b.value, a.value, Derived::target) : int_value<KernelOp>(a.value, b.value, Derived::target);
+  }
+};
 
 }  // namespace detail
 
@@ -135,7 +186,7 @@ struct unary_op : op_base<Derived>, detail::elementwise_kernel<KernelOp> {
 /// KernelOp(a, b) with numpy broadcasting, its operands in call order or, Reflected, swapped (the
 /// tensor methods' __rop__ forms compute other OP self): what binary_op and the tensor methods share.
 template <class Derived, class KernelOp, bool Reflected>
-struct broadcast_binary : op_base<Derived>, detail::elementwise_kernel<KernelOp> {
+struct broadcast_binary : op_base<Derived>, detail::elementwise_kernel<KernelOp>, detail::int_rules<Derived, KernelOp, Reflected> {
   using params = no_params;
   static constexpr std::tuple<> fields{};
 
@@ -151,9 +202,7 @@ struct broadcast_binary : op_base<Derived>, detail::elementwise_kernel<KernelOp>
       return detail::eager_binary<Derived, KernelOp>(a, b);
   }
 
-  static void onnx_export(onnx_export_context& cx, const params&) {
-    onnx_export_elementwise(cx, detail::onnx_of<KernelOp>::types[0], Reflected);
-  }
+  static void onnx_export(onnx_export_context& cx, const params&) { detail::onnx_export_binary<KernelOp>(cx, Reflected); }
 };
 
 /// f(x, y) with numpy broadcasting; either operand may be a C++ number.
@@ -185,6 +234,7 @@ TRACEMOD_DEFINE_ELEMWISE_OP(add, binary_op, add_op, "elemwise")
 TRACEMOD_DEFINE_ELEMWISE_OP(sub, binary_op, sub_op, "elemwise")
 TRACEMOD_DEFINE_ELEMWISE_OP(mul, binary_op, mul_op, "elemwise")
 TRACEMOD_DEFINE_ELEMWISE_OP(div, binary_op, div_op, "elemwise")
+TRACEMOD_DEFINE_ELEMWISE_OP(floor_div, binary_op, floordiv_op, "elemwise")
 TRACEMOD_DEFINE_ELEMWISE_OP(minimum, binary_op, minimum_op, "elemwise")
 TRACEMOD_DEFINE_ELEMWISE_OP(maximum, binary_op, maximum_op, "elemwise")
 

@@ -17,7 +17,9 @@
 #include <tracemod/functional/op.hpp>
 #include <tracemod/functional/param_value.hpp>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +35,7 @@ struct onnx_operand {
   Kind kind = Kind::none;
   std::string name{};  // tensor: the ONNX value name
   Shape shape{};       // tensor: its shape at trace time
+  DType dtype = DType::float32;  // tensor: its dtype
   double scalar = 0;
   std::vector<onnx_operand> list{};
 
@@ -172,6 +175,8 @@ class onnx_import_context {
   [[nodiscard]] virtual const Shape& shape(onnx_value v) const = 0;
   /// The shape of input i, which must be known at import time (an index tensor's rank).
   virtual Shape static_shape(int i, std::string_view what) = 0;
+  /// Whether input i is known at import time (an initializer, a Constant, a value folded before).
+  [[nodiscard]] virtual bool is_static(int i) const = 0;
 
   [[nodiscard]] virtual bool has_attr(std::string_view name) const = 0;
   [[nodiscard]] virtual std::int64_t attr_int(std::string_view name, std::int64_t fallback) const = 0;
@@ -258,11 +263,32 @@ void onnx_import_variadic(onnx_import_context& cx) {
   cx.bind(acc, cx.input_count() > 1);
 }
 
+/// Whether a tensor operand of the call is int32 (its numbers are then int32 too).
+inline bool onnx_int32_operands(const onnx_export_context& cx) {
+  for (const onnx_operand& o : cx.call().in)
+    if (o.is_tensor() && o.dtype == DType::int32) return true;
+  return false;
+}
+
+/// The ONNX value of an operand of an int32 call: a tensor's name, or a number as a rank-0 int32
+/// initializer (value_error when it is not an int32).
+inline std::string onnx_int32_value(onnx_export_context& cx, const onnx_operand& o) {
+  if (o.kind != onnx_operand::Kind::scalar) return o.name;
+  if (o.scalar != std::trunc(o.scalar) || o.scalar < std::numeric_limits<std::int32_t>::min() ||
+      o.scalar > std::numeric_limits<std::int32_t>::max())
+    cx.refuse("the number " + std::to_string(o.scalar) + " beside an int32 operand is not an int32");
+  Tensor t = Tensor::empty(Shape{}, DType::int32, "onnx export");
+  t.data<std::int32_t>()[0] = static_cast<std::int32_t>(o.scalar);
+  return cx.graph().initializer(t, "const_int");
+}
+
 /// The export rule of an elementwise op: one node of `type` over the operands (numbers become
-/// scalar initializers); `reflected` swaps them (x.__rsub__(y) is y - x).
+/// scalar initializers, int32 ones beside an int32 tensor); `reflected` swaps them (x.__rsub__(y)
+/// is y - x).
 inline void onnx_export_elementwise(onnx_export_context& cx, std::string_view type, bool reflected) {
   std::vector<std::string> in;
-  for (const onnx_operand& o : cx.call().in) in.push_back(cx.value(o));
+  const bool ints = onnx_int32_operands(cx);
+  for (const onnx_operand& o : cx.call().in) in.push_back(ints ? onnx_int32_value(cx, o) : cx.value(o));
   if (reflected) std::swap(in[0], in[1]);
   cx.node(std::string(type), in, {cx.output()});
 }

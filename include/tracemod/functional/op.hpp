@@ -271,6 +271,22 @@ inline void require_defined(std::string_view op, std::string_view operand_name, 
   if (!t.defined()) throw value_error(std::string(op) + ": operand '" + std::string(operand_name) + "' is an undefined tensor");
 }
 
+/// The shapes of tensors an op joins (stack, concat), which share one dtype, float32 or int32
+/// (shapes built as values); dtype_error naming the op and the operand otherwise.
+inline std::vector<Shape> joined_shapes_of(std::string_view op, std::span<const Tensor> inps) {
+  std::vector<Shape> shapes;
+  for (std::size_t i = 0; i < inps.size(); ++i) {
+    const std::string operand = "inps[" + std::to_string(i) + "]";
+    require_defined(op, operand, inps[i]);
+    if (inps[i].dtype() != inps[0].dtype() || (inps[i].dtype() != DType::float32 && inps[i].dtype() != DType::int32))
+      throw dtype_error(std::string(op) + ": operand '" + operand + "' has dtype " + std::string(dtype_name(inps[i].dtype())) +
+                        " and inps[0] " + std::string(dtype_name(inps[0].dtype())) +
+                        "; joined tensors share one dtype, float32 or int32");
+    shapes.push_back(inps[i].shape());
+  }
+  return shapes;
+}
+
 /// Rejects tensors the kernels cannot run (float32 only), naming the op and the operand.
 inline void require_float32(std::string_view op, std::string_view operand_name, const Tensor& t) {
   require_defined(op, operand_name, t);

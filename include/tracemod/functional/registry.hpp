@@ -56,6 +56,9 @@ struct erased_dims {
   erased_operand::kind k = erased_operand::kind::none;
   ShapeDims one{};
   std::vector<ShapeDims> list{};
+  /// An integer operand as a rank-0 shape value (`one.value` points to it), so that the arithmetic
+  /// ops carry it into their results' values.
+  std::shared_ptr<const ShapeValue> number{};
 };
 
 /// A non-tensor parameter as the registry describes it.

@@ -87,7 +87,7 @@ struct flatten_fn : data_movement_op<flatten_fn> {
     const std::size_t s = normalize_axis(p.start_axis, x.dims.size(), target);
     const std::size_t e = normalize_axis(p.end_axis, x.dims.size(), target);
     Dims out(x.dims.begin(), x.dims.begin() + static_cast<std::ptrdiff_t>(s));
-    out.push_back(numel(Dims(x.dims.begin() + static_cast<std::ptrdiff_t>(s), x.dims.begin() + static_cast<std::ptrdiff_t>(e) + 1)));
+    out.push_back(::tracemod::numel(Dims(x.dims.begin() + static_cast<std::ptrdiff_t>(s), x.dims.begin() + static_cast<std::ptrdiff_t>(e) + 1)));
     out.insert(out.end(), x.dims.begin() + static_cast<std::ptrdiff_t>(e) + 1, x.dims.end());
     return out;
   }
@@ -134,6 +134,11 @@ struct reshape_fn : data_movement_op<reshape_fn> {
   using params = reshape_params;
   static constexpr std::tuple fields{required("target_shape", &params::target_shape)};
 
+  /// A shape value keeps its elements, in order (ONNX's Unsqueeze of an extent imports as a reshape).
+  static std::optional<ShapeValue> infer_value(const params&, const ShapeDims& x) {
+    return x.value != nullptr ? std::optional<ShapeValue>(*x.value) : std::nullopt;
+  }
+
   static constexpr Shape infer_shape(const params& p, const Shape& x) {
     const auto fail = [&](const std::string& why) {
       return shape_error(std::string(target) + ": cannot reshape " + x.to_string() + " (" + std::to_string(x.numel()) +
@@ -171,7 +176,7 @@ struct reshape_fn : data_movement_op<reshape_fn> {
     for (std::int64_t d : p.target_shape)
       if (d != -1) known *= d;
     Dims out;
-    for (std::int64_t d : p.target_shape) out.push_back(d == -1 ? numel(x.dims) / known : DimExpr(d));
+    for (std::int64_t d : p.target_shape) out.push_back(d == -1 ? ::tracemod::numel(x.dims) / known : DimExpr(d));
     return out;
   }
 
@@ -200,6 +205,11 @@ struct reshape_fn : data_movement_op<reshape_fn> {
  private:
   static void import_reshape(onnx_import_context& cx) {
     const onnx_value x = cx.tensor(0);
+    // A shape computed at run time (from Shape of a dynamic input): tensor.reshape_to
+    // (shape_values.hpp) reads it then, its 0s as zero extents; with allowzero=0 a computed 0 would
+    // copy the input's extent instead, which the graph's value cannot tell apart from an extent.
+    if (cx.input_count() > 1 && !cx.is_static(1))
+      return cx.bind(cx.call("tensor.reshape_to", {x, cx.tensor(1)}, {}));
     // before opset 5 the shape was an attribute
     const std::vector<std::int64_t> target = cx.input_count() > 1 ? cx.integers(1, "shape") : cx.attr_ints("shape");
     const bool allowzero = cx.attr_int("allowzero", 0) != 0;
@@ -350,17 +360,35 @@ struct concat_fn : op_base<concat_fn> {
     const std::size_t axis = normalize_axis(p.axis, shapes[0].rank(), target);
     return kernels::concat_shape(shapes.data(), shapes.size(), axis, target);
   }
-  static Tensor eager(const params& p, std::span<const Tensor> inps) {
-    std::vector<Shape> shapes;
-    std::vector<const float*> data;
-    for (std::size_t i = 0; i < inps.size(); ++i) {
-      require_float32(target, "inps[" + std::to_string(i) + "]", inps[i]);
-      shapes.push_back(inps[i].shape());
-      data.push_back(inps[i].data<float>());
+  /// Of 1-D shape values joined (a shape built from pieces, as torch.onnx writes `x.view(n, -1)`),
+  /// their elements in order.
+  static std::optional<ShapeValue> infer_value(const params&, std::span<const ShapeDims> inps) {
+    ShapeValue v;
+    for (const ShapeDims& x : inps) {
+      if (x.value == nullptr || x.shape.rank() != 1) return std::nullopt;
+      v.dims.insert(v.dims.end(), x.value->dims.begin(), x.value->dims.end());
+      v.example.insert(v.example.end(), x.value->example.begin(), x.value->example.end());
     }
-    Tensor y = Tensor::empty(infer_shape(p, shapes), DType::float32, target);
-    kernels::concat(data.data(), shapes.data(), shapes.size(), normalize_axis(p.axis, shapes[0].rank(), target),
-                    y.data<float>());
+    if (inps.empty()) return std::nullopt;
+    return v;
+  }
+
+  /// float32, or int32 (shapes built as values); one dtype for all inputs.
+  static constexpr bool any_dtype = true;
+  static Tensor eager(const params& p, std::span<const Tensor> inps) {
+    const std::vector<Shape> shapes = joined_shapes_of(target, inps);
+    const DType dtype = inps.empty() ? DType::float32 : inps[0].dtype();
+    Tensor y = Tensor::empty(infer_shape(p, shapes), dtype, target);
+    const auto join = [&]<class T>(T*) {
+      std::vector<const T*> data;
+      for (const Tensor& t : inps) data.push_back(t.data<T>());
+      kernels::concat(data.data(), shapes.data(), shapes.size(), normalize_axis(p.axis, shapes[0].rank(), target),
+                      y.data<T>());
+    };
+    if (dtype == DType::int32)
+      join(static_cast<std::int32_t*>(nullptr));
+    else
+      join(static_cast<float*>(nullptr));
     return y;
   }
   static Tensor eager(const params& p, const std::vector<Tensor>& inps) { return eager(p, std::span<const Tensor>(inps)); }

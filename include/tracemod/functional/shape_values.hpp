@@ -19,12 +19,25 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
 
 namespace tracemod::functional {
+
+namespace detail {
+
+/// An ONNX node of `type` reading the input's extents (Shape, Size), whose INT64 result is cast to
+/// tracemod's int32.
+inline void onnx_export_int64_read(onnx_export_context& cx, const std::string& type) {
+  const std::string s = cx.node1(type, {cx.input(0).name}, cx.fresh(cx.output() + "_int64"));
+  cx.node("Cast", {s}, {cx.output()}, {{"to", onnx_int32}});
+}
+
+}  // namespace detail
 
 /// x's shape as a 1-D int32 tensor of x's rank (MegEngine's GetVarShape; torch's `x.shape` under
 /// tracing). Any dtype; extents above int32's range are a value_error.
@@ -60,10 +73,11 @@ struct shape_of_fn : op_base<shape_of_fn> {
   }
 
   /// ONNX's Shape gives int64: cast to tracemod's int32.
-  static void onnx_export(onnx_export_context& cx, const params&) {
-    const std::string s = cx.node1("Shape", {cx.input(0).name}, cx.fresh(cx.output() + "_int64"));
-    cx.node("Cast", {s}, {cx.output()}, {{"to", detail::onnx_int32}});
-  }
+  static void onnx_export(onnx_export_context& cx, const params&) { detail::onnx_export_int64_read(cx, "Shape"); }
+  /// A Shape of an input with dynamic dims (import computes the others at import time, onnx/fold.hpp);
+  /// its INT64 result is int32 here, as every integer tracemod computes shapes with.
+  static constexpr std::array onnx_import_types{std::string_view("Shape")};
+  static void onnx_import(onnx_import_context& cx) { cx.bind(cx.call<shape_of_fn>({}, cx.tensor(0))); }
 };
 inline constexpr shape_of_fn shape_of{};
 TRACEMOD_REGISTER_BUILTIN_OP(shape_of_fn);
@@ -75,6 +89,44 @@ auto size(const X& x, std::int64_t axis) {
   return getitem(shape_of(x), axis);
 }
 
+/// x's element count as a rank-0 int32 tensor (torch's `x.numel()` under tracing): the product of
+/// F::shape_of(x), recorded as one call whose value is the product of x's dims. Any dtype; a count
+/// above int32's range is a value_error.
+struct numel_fn : op_base<numel_fn> {
+  static constexpr std::string_view name = "numel";
+  static constexpr std::string_view target = "tensor.numel";
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}};
+  using params = no_params;
+  static constexpr std::tuple<> fields{};
+
+  static constexpr Shape infer_shape(const params&, const Shape&) { return Shape{}; }
+  static Dims infer_dims(const params&, const ShapeDims&) { return {}; }
+  static DType infer_dtype(const params*, std::span<const DType>) { return DType::int32; }
+  static std::optional<ShapeValue> infer_value(const params&, const ShapeDims& x) {
+    return ShapeValue{{::tracemod::numel(x.dims)}, {x.shape.numel()}};
+  }
+  static op_cost cost(const params&, const Shape&, const Shape&) { return {}; }
+
+  static Tensor eager(const params&, const Tensor& x) {
+    require_defined(target, "inp", x);
+    if (x.numel() > std::numeric_limits<std::int32_t>::max())
+      throw value_error(std::string(target) + ": the element count " + std::to_string(x.numel()) + " of " +
+                        x.shape().to_string() + " does not fit in int32");
+    Tensor y = Tensor::empty(Shape{}, DType::int32, target);
+    y.data<std::int32_t>()[0] = static_cast<std::int32_t>(x.numel());
+    return y;
+  }
+
+  /// ONNX's Size gives int64: cast to tracemod's int32.
+  static void onnx_export(onnx_export_context& cx, const params&) { detail::onnx_export_int64_read(cx, "Size"); }
+  /// A Size of an input with dynamic dims, as shape_of_fn imports Shape.
+  static constexpr std::array onnx_import_types{std::string_view("Size")};
+  static void onnx_import(onnx_import_context& cx) { cx.bind(cx.call<numel_fn>({}, cx.tensor(0))); }
+};
+inline constexpr numel_fn numel{};
+TRACEMOD_REGISTER_BUILTIN_OP(numel_fn);
+
 namespace detail {
 
 /// The values [first, last) as a reshape's target (at most Shape::max_rank of them).
@@ -85,20 +137,32 @@ int_list to_int_list(It first, It last) {
   return l;
 }
 
+/// The factors of a product (x*y*2 gives x, y, 2); any other expression is its own.
+inline void factors(const DimExpr& e, std::vector<DimExpr>& out) {
+  if (e.kind() == DimExpr::Kind::mul) {
+    factors(e.lhs(), out);
+    factors(e.rhs(), out);
+  } else {
+    out.push_back(e);
+  }
+}
+
 /// The extent a -1 of a reshape stands for: the input's element count over the target's other
 /// extents, with the factors they share cancelled first, so `(N, -1)` of `(N, C, H, W)` gives
-/// `C*H*W`, not `N*C*H*W/N`.
+/// `C*H*W`, not `N*C*H*W/N`, and `(N*2, -1)` of `(N, 4, 6)` gives 12.
 inline DimExpr inferred_extent(const Dims& in, const Dims& others) {
-  std::vector<DimExpr> left(in.begin(), in.end());
+  std::vector<DimExpr> left, divisors;
+  for (const DimExpr& d : in) factors(d, left);
+  for (const DimExpr& d : others) factors(d, divisors);
   DimExpr divisor = 1;
-  for (const DimExpr& d : others) {
+  for (const DimExpr& d : divisors) {
     const auto same = std::find(left.begin(), left.end(), d);
     if (same != left.end())
       left.erase(same);
     else
       divisor = divisor * d;
   }
-  return numel(left) / divisor;
+  return ::tracemod::numel(left) / divisor;
 }
 
 }  // namespace detail

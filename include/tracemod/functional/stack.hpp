@@ -87,16 +87,7 @@ struct stack_fn : op_base<stack_fn> {
   /// float32, or int32 (shapes built as values); one dtype for all inputs.
   static constexpr bool any_dtype = true;
   static Tensor eager(const params& p, std::span<const Tensor> inps) {
-    std::vector<Shape> shapes;
-    for (std::size_t i = 0; i < inps.size(); ++i) {
-      const std::string operand = "inps[" + std::to_string(i) + "]";
-      require_defined(target, operand, inps[i]);
-      if (inps[i].dtype() != inps[0].dtype() || (inps[i].dtype() != DType::float32 && inps[i].dtype() != DType::int32))
-        throw dtype_error(std::string(target) + ": operand '" + operand + "' has dtype " +
-                          std::string(dtype_name(inps[i].dtype())) + " and inps[0] " +
-                          std::string(dtype_name(inps[0].dtype())) + "; stacked tensors share one dtype, float32 or int32");
-      shapes.push_back(inps[i].shape());
-    }
+    const std::vector<Shape> shapes = joined_shapes_of(target, inps);
     std::size_t axis = 0;
     const std::vector<Shape> joined = joined_shapes(p, shapes, axis);
     const DType dtype = inps.empty() ? DType::float32 : inps[0].dtype();

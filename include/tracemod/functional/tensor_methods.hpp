@@ -43,7 +43,7 @@ TRACEMOD_BINARY_METHOD(method_rtruediv, "__rtruediv__", div_op, true)
 /// shape (other broadcasts into self, never self into other). In a graph it produces a new value,
 /// so the interpreter never writes into a tensor that another expr or the caller still holds.
 template <class Derived, class KernelOp>
-struct tensor_inplace_method : op_base<Derived>, detail::elementwise_kernel<KernelOp> {
+struct tensor_inplace_method : op_base<Derived>, detail::elementwise_kernel<KernelOp>, detail::int_rules<Derived, KernelOp, false> {
   static constexpr bool in_place = true;
   using params = no_params;
   static constexpr std::array operands{operand{"self", operand_kind::tensor},
@@ -60,16 +60,14 @@ struct tensor_inplace_method : op_base<Derived>, detail::elementwise_kernel<Kern
   template <class S, class O>
   static Tensor eager(const params& p, const S& self, const O& other) {
     if constexpr (!scalar_operand<O>) {
-      require_float32(Derived::target, "self", self);
-      require_float32(Derived::target, "other", other);
+      require_defined(Derived::target, "self", self);
+      require_defined(Derived::target, "other", other);
       static_cast<void>(infer_shape(p, self.shape(), other.shape()));
     }
-    return detail::eager_binary<Derived, KernelOp>(self, other);
+    return detail::eager_binary<Derived, KernelOp>(self, other);  // checks the dtypes
   }
 
-  static void onnx_export(onnx_export_context& cx, const params&) {
-    onnx_export_elementwise(cx, detail::onnx_of<KernelOp>::types[0], false);
-  }
+  static void onnx_export(onnx_export_context& cx, const params&) { detail::onnx_export_binary<KernelOp>(cx, false); }
 
   template <class S, class O>
   decltype(auto) operator()(const S& self, const O& other) const {

@@ -5,6 +5,7 @@
 #include <tracemod/graph/graph.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <functional>
@@ -145,6 +146,13 @@ inline std::vector<functional::erased_dims> call_dims(const functional::op_entry
     if (b.kind == functional::erased_operand::kind::tensor) ops[i].one = dims_of(b.inputs.front());
     if (b.kind == functional::erased_operand::kind::list)
       for (std::size_t j : b.inputs) ops[i].list.push_back(dims_of(j));
+    // An integral number (a pass may write 6 as 6.0) in int32's range.
+    if (b.kind == functional::erased_operand::kind::scalar && b.constant->is_number() &&
+        b.constant->number() == std::trunc(b.constant->number()) && std::abs(b.constant->number()) <= 2147483647.0) {
+      const auto n = static_cast<std::int64_t>(b.constant->number());
+      ops[i].number = std::make_shared<const ShapeValue>(ShapeValue{{DimExpr(n)}, {n}});
+      ops[i].one.value = ops[i].number.get();
+    }
   }
   return ops;
 }

@@ -185,6 +185,39 @@ inline TensorNode* add_input_node(Graph& g, const Shape& shape, DType dtype, std
   return n;
 }
 
+/// Adds a tensor input with symbolic dims to the top graph (`{DimExpr::symbol("N"), 4}`: a dynamic
+/// batch), at the example extents `example` the graph's shapes are inferred at: the module then
+/// takes one more argument, of any extent where its dim is a symbol. Each dim is a constant equal to
+/// its example extent or a symbol; a symbol that other inputs use must have their example extent.
+/// value_error naming the input otherwise, with the graph unchanged.
+inline TensorNode* add_input_node(Graph& g, const Dims& dims, const Shape& example, DType dtype, std::string_view name) {
+  detail::require_top_graph(g, "add_input_node");
+  const auto fail = [&](const std::string& why) {
+    return value_error("add_input_node: input '" + std::string(name) + "' " + to_string(dims) + " at example shape " +
+                       example.to_string() + ": " + why);
+  };
+  if (dims.size() != example.rank()) throw fail("the ranks differ");
+  for (std::size_t a = 0; a < dims.size(); ++a) {
+    if (dims[a].is_constant() && dims[a].value() != example[a])
+      throw fail("axis " + std::to_string(a) + " is the constant " + dims[a].to_string());
+    if (!dims[a].is_constant() && !dims[a].is_symbol())
+      throw fail("axis " + std::to_string(a) + " is the expression " + dims[a].to_string() + "; an input's dims are symbols or constants");
+    if (!dims[a].is_symbol()) continue;
+    for (const Node* in : g.inputs()) {
+      if (!in->is_tensor()) continue;
+      const auto* t = static_cast<const TensorNode*>(in);
+      const Dims d = t->dims();
+      for (std::size_t b = 0; b < d.size(); ++b)
+        if (d[b] == dims[a] && t->shape()[b] != example[a])
+          throw fail("symbol " + dims[a].name() + " is " + std::to_string(t->shape()[b]) + " in input '" + t->name() + "' " +
+                     t->shape().to_string());
+    }
+  }
+  TensorNode* n = add_input_node(g, example, dtype, name);
+  n->set_dims(dims);
+  return n;
+}
+
 /// Appends an output to the top graph: the outputs become `(old outputs, node)`.
 inline void add_output_node(Graph& g, Node* n) {
   detail::require_top_graph(g, "add_output_node");

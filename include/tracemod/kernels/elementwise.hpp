@@ -112,6 +112,24 @@ struct div_op {
   float operator()(float a, float b) const noexcept { return detail::on_one_lane(*this, a, b); }
 };
 
+/// Floor division as torch's floor_divide computes it for floats: the quotient of a - fmod(a, b),
+/// which is exact, rounded down (so 7 // -2 = -4 and -0.0 keeps its sign); a / b for b = 0.
+struct floordiv_op {
+  static constexpr std::string_view name = "floordiv";
+  fbatch operator()(const fbatch& a, const fbatch& b) const noexcept {
+    const fbatch zero(0.0f);
+    const fbatch mod = xsimd::fmod(a, b);
+    fbatch div = (a - mod) / b;
+    const auto signs_differ = ((b < zero) & (mod > zero)) | ((b > zero) & (mod < zero));  // so mod != 0
+    div = xsimd::select(signs_differ, div - fbatch(1.0f), div);
+    fbatch q = xsimd::floor(div);
+    q = xsimd::select(div - q > fbatch(0.5f), q + fbatch(1.0f), q);
+    q = xsimd::select(div == zero, xsimd::copysign(zero, a / b), q);
+    return xsimd::select(b == zero, a / b, q);
+  }
+  float operator()(float a, float b) const noexcept { return detail::on_one_lane(*this, a, b); }
+};
+
 struct minimum_op {
   static constexpr std::string_view name = "minimum";
   fbatch operator()(const fbatch& a, const fbatch& b) const noexcept {

@@ -97,10 +97,12 @@ inline Operand operand_of(const node_names& names, const graph::CallArg& a) {
     o.kind = Operand::Kind::tensor;
     o.name = names.at(*n);
     o.shape = static_cast<const graph::TensorNode*>(*n)->shape();
+    o.dtype = static_cast<const graph::TensorNode*>(*n)->dtype();
   } else if (const auto* l = std::get_if<std::vector<graph::Node*>>(&a)) {
     o.kind = Operand::Kind::list;
     for (graph::Node* x : *l)
-      o.list.push_back({.kind = Operand::Kind::tensor, .name = names.at(x), .shape = static_cast<const graph::TensorNode*>(x)->shape()});
+      o.list.push_back({.kind = Operand::Kind::tensor, .name = names.at(x), .shape = static_cast<const graph::TensorNode*>(x)->shape(),
+                        .dtype = static_cast<const graph::TensorNode*>(x)->dtype()});
   } else if (const Value& v = std::get<Value>(a); v.is_number()) {
     o.kind = Operand::Kind::scalar;
     o.scalar = v.number();

@@ -5,7 +5,9 @@
 // before), or, for Shape and Size, its input's extents are static, import computes the node's value
 // on the host (host_tensor.hpp) instead of recording a call. Later nodes read it as they read a
 // Constant: as numbers (a Reshape's target) or, as a tensor operand, through a Constant expr.
-// Node types outside fold_rules() take the import table's path.
+// Node types outside fold_rules() take the import table's path, and so does a Shape or Size of an
+// input with dynamic dims: its op records it, reading the extents at run time and keeping the dims
+// as the value's expressions.
 #pragma once
 
 #include <tracemod/onnx/fold_rules.hpp>
@@ -33,12 +35,7 @@ inline bool fold(Importer& im, const proto::NodeProto& n) {
   if ((n.op_type() == "Shape" || n.op_type() == "Size") && n.input_size() == 1 && !im.is_static(n.input(0))) {
     const graph::TensorNode* t = im.bound_tensor(n.input(0));
     if (t == nullptr) return false;
-    const Dims d = t->dims();
-    for (std::size_t a = 0; a < d.size(); ++a)
-      if (!d[a].is_constant())
-        throw value_error(n.op_type() + " of '" + n.input(0) + "' reads its dynamic axis " + std::to_string(a) + " (" +
-                          to_string(d) + "); import computes shapes at import time, so such a model imports with "
-                          "static dims (ImportOptions::dynamic_dims off)");
+    if (!::tracemod::is_static(t->dims())) return false;
     im.add_folded(n.output(0), proto_of(fold_shape(n, {t->shape().begin(), t->shape().end()}, im.opset()), n.output(0)));
     return true;
   }

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -93,9 +94,11 @@ class Importer {
     if (const auto it = nodes_.find(name); it != nodes_.end()) return it->second;
     const auto st = statics_.find(name);
     if (st == statics_.end()) throw unsupported("value '" + name + "' is produced by no node, input or initializer");
-    const Tensor t = from_proto(*st->second.first, "tensor '" + name + "'");
+    const Tensor t = tensor_of(*st->second.first, "tensor '" + name + "'");
     graph::Node* n;
-    if (st->second.second) {
+    // A few integers (a shape's pieces) are a Constant, whose value shape inference reads.
+    const bool shape_piece = t.dtype() == DType::int32 && t.shape().rank() <= 1 && t.numel() <= static_cast<std::int64_t>(Shape::max_rank);
+    if (st->second.second && !shape_piece) {
       std::string attr = graph::NameSpace::sanitize(name);
       for (int i = 1; tm_.has_attr(attr); ++i) attr = graph::NameSpace::sanitize(name) + "_" + std::to_string(i);
       tm_.setattr(attr, Parameter(t));
@@ -105,6 +108,19 @@ class Importer {
     }
     nodes_[name] = n;
     return n;
+  }
+  /// A static value as a tensor: from_proto, except that an INT64 one (a shape, an index) is int32,
+  /// the type tracemod computes shapes in, when its numbers fit (unsupported otherwise).
+  static Tensor tensor_of(const proto::TensorProto& p, const std::string& where) {
+    if (p.data_type() != proto::TensorProto::INT64) return from_proto(p, where);
+    const std::vector<std::int64_t> v = integers_of(p, where);
+    Tensor t = Tensor::empty(shape_of(p, where), DType::int32, where);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (v[i] < std::numeric_limits<std::int32_t>::min() || v[i] > std::numeric_limits<std::int32_t>::max())
+        throw unsupported(where + ": INT64 value " + std::to_string(v[i]) + " (tracemod computes integers in int32)");
+      t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v[i]);
+    }
+    return t;
   }
   /// Input `i` of node `n` as a tensor node, or None when absent (an empty name).
   graph::CallArg optional(const proto::NodeProto& n, int i) {

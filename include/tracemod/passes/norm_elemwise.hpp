@@ -5,6 +5,7 @@
 //   c + x, F.add(x, c), x += c  ->  x + c          x - c  ->  x + (-c)       c - x  ->  (-x) + c
 //   c * x, F.mul(x, c)          ->  x * c          x / c  ->  x * (1/c)      x - y  ->  x + (-y)
 // tracemod has no pow op, so c / x and x / y (MegEngine's F.pow(., -1)) stay as they are.
+// It rewrites float32 exprs only: int32 arithmetic (shapes as values) has no negation or reciprocal.
 #pragma once
 
 #include <tracemod/functional/registry.hpp>
@@ -41,6 +42,8 @@ inline graph::Expr* norm_elemwise(graph::Graph& g, graph::Expr& e) {
   using functional::arith_kind;
   const functional::op_entry* op = e.op();
   if (op == nullptr || e.output_count() != 1 || op->operands.size() != 2) return nullptr;
+  // float32 only: int32 arithmetic (shapes as values) has no negation op and no reciprocal.
+  if (static_cast<const graph::TensorNode*>(e.output())->dtype() != DType::float32) return nullptr;
   const arith_kind kind = op->arith;
   if (kind != arith_kind::add && kind != arith_kind::sub && kind != arith_kind::mul && kind != arith_kind::div)
     return nullptr;
