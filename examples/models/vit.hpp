@@ -10,7 +10,7 @@
 
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/factories.hpp>
-#include <tracemod/functional/broadcast_to.hpp>
+#include <tracemod/functional/compare.hpp>
 #include <tracemod/functional/indexing.hpp>
 #include <tracemod/functional/shape_ops.hpp>
 #include <tracemod/functional/tensor_methods.hpp>
@@ -143,7 +143,7 @@ struct VisionTransformer : tmod::Module {
     auto patches = conv_proj(x);                               // (N, hidden, H / p, W / p)
     auto flat = F::flatten(patches, {.start_axis = 2});         // (N, hidden, patches)
     auto sequence = F::transpose(flat, F::int_list{0, 2, 1});  // (N, patches, hidden)
-    auto tokens = F::concat(std::tuple{batch_class_token(x.shape()[0]), sequence}, 1);
+    auto tokens = F::concat(std::tuple{batch_class_token(sequence), sequence}, 1);
     auto encoded = encoder(tokens);
     auto first = F::getitem(encoded, tmod::all, 0);  // the class token's output, (N, hidden)
     return heads(first);
@@ -170,11 +170,16 @@ struct VisionTransformer : tmod::Module {
                               std::to_string(options.image_size) + ", " + std::to_string(options.image_size) +
                               "), the image size its pos_embedding was made for");
   }
-  /// class_token itself for one image (a trace reads it as an attribute); broadcast to (n, 1,
-  /// hidden) for a batch (a trace records that broadcast's value as a constant).
-  [[nodiscard]] tmod::Tensor batch_class_token(std::int64_t n) const {
-    if (n == 1) return class_token;
-    return F::broadcast_to(class_token, F::int_list{n, 1, options.hidden_dim});
+  /// class_token broadcast to (N, 1, hidden) for the N images of `sequence` (torchvision's
+  /// class_token.expand(n, -1, -1)). Written as where(mask, class_token, class_token) over an (N, 1,
+  /// 1) mask taken from `sequence`, whose values it ignores: an op with a traced operand, so a trace
+  /// reads class_token as an attribute (a broadcast of class_token alone would be computed once and
+  /// recorded as a constant) and keeps the batch size N dynamic when the trace makes it so.
+  template <class S>
+  auto batch_class_token(const S& sequence) const {
+    auto corner = F::getitem(sequence, tmod::all, tmod::slice(0, 1), tmod::slice(0, 1));  // (N, 1, 1)
+    auto mask = F::not_equal(corner, corner);
+    return F::where(mask, class_token, class_token);
   }
 };
 
