@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <span>
 #include <sstream>
 #include <string>
@@ -70,9 +71,9 @@ tmod::TracedModule round_trip(const tmod::TracedModule& m) {
   return tmod::load(std::as_bytes(std::span(bytes.data(), bytes.size())));
 }
 
-/// Loads tests/data/<model> into `net` strictly, then checks eager, traced, optimized and
-/// saved -> loaded outputs against PyTorch's (float64 reference): each within 1e-4 of the logits'
-/// scale. Returns the traced module's graph text.
+/// Loads tests/data/<model> into `net` strictly, then checks eager, traced, flattened + optimized
+/// (every registered pass) and saved -> loaded outputs against PyTorch's (float64 reference), each
+/// within 1e-4 of the logits' scale. Returns the traced module's graph text.
 template <class Net>
 std::string check_golden(Net& net, const std::string& model) {
   CAPTURE(model);
@@ -96,7 +97,10 @@ std::string check_golden(Net& net, const std::string& model) {
   CHECK(traced_err <= 1e-4);
   CHECK(scaled_error(traced(x).tensor(), eager) <= 1e-6);
 
-  const tmod::TracedModule optimized = tmod::optimize(traced, tmod::registered_passes());
+  const tmod::TracedModule flat = traced.flatten();
+  CHECK(scaled_error(flat(x).tensor(), eager) <= 1e-6);
+  const tmod::TracedModule optimized = tmod::optimize(flat, tmod::registered_passes());
+  CHECK(graph_text(optimized) != graph_text(flat));
   const double optimized_err = scaled_error(optimized(x).tensor(), expected);
   CAPTURE(optimized_err);
   CHECK(optimized_err <= 1e-4);
@@ -123,6 +127,14 @@ void check_dynamic_batch(const Net& net, const std::string& model) {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+/// A CHECK per part that `text` contains it.
+void check_has_all(const std::string& text, std::initializer_list<std::string> parts) {
+  for (const std::string& part : parts) {
+    CAPTURE(part);
+    CHECK(has(text, part));
+  }
+}
+
 models::VisionTransformer small_vit() {
   return models::VisionTransformer(
       {.image_size = 32, .patch_size = 16, .num_layers = 2, .num_heads = 4, .hidden_dim = 64, .mlp_dim = 128, .num_classes = 10});
@@ -147,16 +159,13 @@ TEST_CASE("ConvNeXt: convnext_tiny's state_dict keys and shapes are torchvision'
 TEST_CASE("VisionTransformer: loads a torchvision state_dict and matches it eagerly, traced, optimized and loaded") {
   models::VisionTransformer net = small_vit();
   const std::string text = check_golden(net, "vit");
-  CHECK(has(text, "conv_proj(x, )"));
-  CHECK(has(text, "encoder = getattr(self, \"encoder\")"));
-  CHECK(has(text, "heads = getattr(self, \"heads\")"));
-  CHECK(has(text, "tensor.concat"));
-  CHECK(has(text, "getattr(self, \"class_token\")"));  // an attribute, not a constant, at batch 2
+  // class_token is an attribute, not a constant, at batch 2.
+  check_has_all(text, {"conv_proj(x, )", "encoder = getattr(self, \"encoder\")", "heads = getattr(self, \"heads\")",
+                       "tensor.concat", "getattr(self, \"class_token\")"});
   const std::string encoder = graph_text(tmod::trace_module(net, tmod::io::load_npy(golden::data_dir() / "vit" / "input.npy"))
                                              .getattr("encoder")
                                              .as<tmod::TracedModule>());
-  CHECK(has(encoder, "getattr(self, \"pos_embedding\")"));
-  CHECK(has(encoder, "getattr(self, \"layers.encoder_layer_1\")"));
+  check_has_all(encoder, {"getattr(self, \"pos_embedding\")", "getattr(self, \"layers.encoder_layer_1\")"});
   check_dynamic_batch(net, "vit");
 }
 
@@ -171,11 +180,8 @@ TEST_CASE("VisionTransformer: an image of another size or bad options are refuse
 TEST_CASE("ConvNeXt: loads a torchvision state_dict and matches it eagerly, traced, optimized and loaded") {
   models::ConvNeXt net = small_convnext();
   const std::string text = check_golden(net, "convnext");
-  CHECK(has(text, "getattr(self, \"features.0\")"));
-  CHECK(has(text, "getattr(self, \"features.5.1\")"));
-  CHECK(has(text, "getattr(self, \"features.6\")"));
-  CHECK(has(text, "avgpool("));
-  CHECK(has(text, "classifier("));
+  check_has_all(text, {"getattr(self, \"features.0\")", "getattr(self, \"features.5.1\")", "getattr(self, \"features.6\")",
+                       "avgpool(", "classifier("});
   const auto& block = net.getattr("features.5.1.block.0").as<tmod::nn::Conv2d>();
   CHECK(block.groups == 64);  // depthwise
   CHECK_THROWS_AS(models::ConvNeXt({.dims = {16, 0, 64, 128}}), tmod::value_error);

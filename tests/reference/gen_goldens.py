@@ -12,6 +12,7 @@ others unchanged). References are computed in float64 from those float32 inputs 
 once to float32, so they carry no float32 accumulation error of their own.
 
 It also writes tests/data/npy/: small arrays saved by numpy itself, read by tests/io/npy.cpp.
+And tests/data/vit/ and tests/data/convnext/: reduced torchvision ViT and ConvNeXt networks (zoo_models).
 """
 
 import copy
