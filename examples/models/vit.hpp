@@ -158,11 +158,14 @@ struct VisionTransformer : tmod::Module {
     if (o.patch_size <= 0 || o.image_size <= 0 || o.image_size % o.patch_size != 0)
       throw tmod::value_error("VisionTransformer: image_size " + std::to_string(o.image_size) +
                               " must be a positive multiple of patch_size " + std::to_string(o.patch_size));
+    if (o.hidden_dim <= 0 || o.num_heads <= 0 || o.hidden_dim % o.num_heads != 0)
+      throw tmod::value_error("VisionTransformer: hidden_dim " + std::to_string(o.hidden_dim) +
+                              " must be a positive multiple of num_heads " + std::to_string(o.num_heads));
     if (o.num_layers < 0 || o.mlp_dim <= 0 || o.num_classes <= 0)
       throw tmod::value_error("VisionTransformer: num_layers " + std::to_string(o.num_layers) + ", mlp_dim " +
                               std::to_string(o.mlp_dim) + ", num_classes " + std::to_string(o.num_classes) +
                               ": layers must be non-negative, the others positive");
-    return o;  // hidden_dim and num_heads: MultiheadAttention checks them
+    return o;
   }
   void check_input(const tmod::Shape& s) const {
     if (s.rank() != 4 || s[1] != 3 || s[2] != options.image_size || s[3] != options.image_size)

@@ -173,8 +173,8 @@ TEST_CASE("VisionTransformer: an image of another size or bad options are refuse
   const models::VisionTransformer net = small_vit();
   CHECK_THROWS_WITH_AS((void)net(tmod::randn({1, 3, 48, 48})), doctest::Contains("(N, 3, 32, 32)"), tmod::shape_error);
   CHECK_THROWS_AS(models::VisionTransformer({.image_size = 30, .patch_size = 16}), tmod::value_error);
-  CHECK_THROWS_AS(models::VisionTransformer({.image_size = 32, .patch_size = 16, .num_heads = 5, .hidden_dim = 64}),
-                  tmod::value_error);
+  CHECK_THROWS_WITH_AS(models::VisionTransformer({.image_size = 32, .patch_size = 16, .num_layers = 0, .num_heads = 5, .hidden_dim = 64}),
+                       doctest::Contains("hidden_dim 64 must be a positive multiple of num_heads 5"), tmod::value_error);
 }
 
 TEST_CASE("ConvNeXt: loads a torchvision state_dict and matches it eagerly, traced, optimized and loaded") {
