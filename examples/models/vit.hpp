@@ -10,9 +10,10 @@
 
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/factories.hpp>
-#include <tracemod/functional/compare.hpp>
 #include <tracemod/functional/indexing.hpp>
 #include <tracemod/functional/shape_ops.hpp>
+#include <tracemod/functional/shape_values.hpp>
+#include <tracemod/functional/stack.hpp>
 #include <tracemod/functional/tensor_methods.hpp>
 #include <tracemod/nn/activation.hpp>
 #include <tracemod/nn/conv.hpp>
@@ -174,15 +175,11 @@ struct VisionTransformer : tmod::Module {
                               "), the image size its pos_embedding was made for");
   }
   /// class_token broadcast to (N, 1, hidden) for the N images of `sequence` (torchvision's
-  /// class_token.expand(n, -1, -1)). Written as where(mask, class_token, class_token) over an (N, 1,
-  /// 1) mask taken from `sequence`, whose values it ignores: an op with a traced operand, so a trace
-  /// reads class_token as an attribute (a broadcast of class_token alone would be computed once and
-  /// recorded as a constant) and keeps the batch size N dynamic when the trace makes it so.
+  /// class_token.expand(n, -1, -1)): N read as a value, so a trace keeps it dynamic when the
+  /// trace makes it so.
   template <class S>
   auto batch_class_token(const S& sequence) const {
-    auto corner = F::getitem(sequence, tmod::all, tmod::slice(0, 1), tmod::slice(0, 1));  // (N, 1, 1)
-    auto mask = F::not_equal(corner, corner);
-    return F::where(mask, class_token, class_token);
+    return F::expand_to(class_token, F::tensor_from_list(F::size(sequence, 0), -1, -1));
   }
 };
 
