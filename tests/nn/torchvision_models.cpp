@@ -140,7 +140,7 @@ models::VisionTransformer small_vit() {
       {.image_size = 32, .patch_size = 16, .num_layers = 2, .num_heads = 4, .hidden_dim = 64, .mlp_dim = 128, .num_classes = 10});
 }
 
-models::ConvNeXt small_convnext() { return models::ConvNeXt({.dims = {16, 32, 64, 128}, .depths = {1, 1, 2, 1}, .num_classes = 10}); }
+models::ConvNeXt small_convnext() { return models::ConvNeXt({.dims = {16, 32, 64, 96}, .depths = {1, 1, 2, 1}, .num_classes = 10}); }
 
 }  // namespace
 

@@ -756,7 +756,7 @@ def zoo_modules(root):
 
 def zoo_models(root):
     """tests/data/vit/ and tests/data/convnext/: torchvision's VisionTransformer (32x32 images, 16x16
-    patches, hidden 64, 2 layers of 4 heads, MLP 128, 10 classes) and ConvNeXt (dims 16/32/64/128,
+    patches, hidden 64, 2 layers of 4 heads, MLP 128, 10 classes) and ConvNeXt (dims 16/32/64/96,
     depths 1/1/2/1, 10 classes) in eval mode, every state_dict entry random (LayerNorm weights in
     [0.5, 1.5], layer_scale in [0.5, 1.5], so no block is near the identity): <state key>.npy,
     input.npy (2, 3, 32, 32), output.npy (computed in float64), and torchvision_keys.txt, "<key>
@@ -791,7 +791,7 @@ def zoo_models(root):
     torch.manual_seed(0)  # the constructors' initial values, all overwritten
     write("vit", VisionTransformer(image_size=32, patch_size=16, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128,
                                    num_classes=10), vit_b_16())
-    stages = [CNBlockConfig(16, 32, 1), CNBlockConfig(32, 64, 1), CNBlockConfig(64, 128, 2), CNBlockConfig(128, None, 1)]
+    stages = [CNBlockConfig(16, 32, 1), CNBlockConfig(32, 64, 1), CNBlockConfig(64, 96, 2), CNBlockConfig(96, None, 1)]
     write("convnext", ConvNeXt(stages, num_classes=10), convnext_tiny())
 
 
