@@ -87,6 +87,17 @@ int_list to_int_list(It first, It last) {
   return l;
 }
 
+/// The extents in `shape`, the 1-D int32 shape operand of op `target` applied to `x`.
+inline std::vector<std::int64_t> shape_operand(std::string_view target, const Tensor& x, const Tensor& shape) {
+  require_defined(target, "inp", x);
+  require_defined(target, "shape", shape);
+  if (shape.dtype() != DType::int32 || shape.shape().rank() != 1)
+    throw dtype_error(std::string(target) + ": operand 'shape' must be a 1-D int32 tensor, not " +
+                      std::string(dtype_name(shape.dtype())) + " " + shape.shape().to_string());
+  const std::int32_t* d = shape.data<std::int32_t>();
+  return {d, d + shape.numel()};
+}
+
 /// The extent a -1 of a reshape stands for: the input's element count over the target's other
 /// extents, with the factors they share cancelled first, so `(N, -1)` of `(N, C, H, W)` gives
 /// `C*H*W`, not `N*C*H*W/N`.
@@ -132,13 +143,8 @@ struct reshape_to_fn : op_base<reshape_to_fn> {
   }
 
   static Tensor eager(const params&, const Tensor& x, const Tensor& shape) {
-    require_defined(target, "inp", x);
-    require_defined(target, "shape", shape);
-    if (shape.dtype() != DType::int32 || shape.shape().rank() != 1)
-      throw dtype_error(std::string(target) + ": operand 'shape' must be a 1-D int32 tensor, not " +
-                        std::string(dtype_name(shape.dtype())) + " " + shape.shape().to_string());
-    const std::int32_t* d = shape.data<std::int32_t>();
-    return reshape_fn::eager({detail::to_int_list(d, d + shape.numel())}, x);
+    const std::vector<std::int64_t> want = detail::shape_operand(target, x, shape);
+    return reshape_fn::eager({detail::to_int_list(want.begin(), want.end())}, x);
   }
 
   /// ONNX's Reshape reads an int64 shape; tracemod's -1 means what ONNX's does. A 0 is a literal zero
@@ -197,13 +203,7 @@ struct expand_to_fn : op_base<expand_to_fn> {
   }
 
   static Tensor eager(const params&, const Tensor& x, const Tensor& shape) {
-    require_defined(target, "inp", x);
-    require_defined(target, "shape", shape);
-    if (shape.dtype() != DType::int32 || shape.shape().rank() != 1)
-      throw dtype_error(std::string(target) + ": operand 'shape' must be a 1-D int32 tensor, not " +
-                        std::string(dtype_name(shape.dtype())) + " " + shape.shape().to_string());
-    const std::int32_t* d = shape.data<std::int32_t>();
-    const std::vector<std::int64_t> want(d, d + shape.numel());
+    const std::vector<std::int64_t> want = detail::shape_operand(target, x, shape);
     const std::vector<std::int64_t> out = resolved(want, std::vector<std::int64_t>(x.shape().begin(), x.shape().end()),
                                                    x.shape().to_string() + " to " + ints_repr(want));
     return broadcast_to_fn::eager({detail::to_int_list(out.begin(), out.end())}, x);
