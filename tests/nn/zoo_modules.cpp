@@ -230,4 +230,26 @@ TEST_CASE("zoo modules: a traced encoder layer is a graph of ops and runs at ano
   golden::check_close(flat(longer).tensor(), layer(longer), 1e-5, 1e-6, "flattened");
 }
 
+TEST_CASE("zoo modules: traced self-attention projects once, as eager self-attention does") {
+  M::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16});
+  layer.eval();
+  const Tensor x = tmod::randn({5, 2, 8}, 6);
+  const tmod::TracedModule t = tmod::trace_module(layer, x, tmod::TraceOptions{.dynamic_dims = {{0, "L"}}});
+  const std::string attn = graph_text(t.getattr("self_attn").as<tmod::TracedModule>());
+  std::size_t linears = 0;
+  for (std::size_t at = attn.find("nn.linear("); at != std::string::npos; at = attn.find("nn.linear(", at + 1)) ++linears;
+  CHECK(linears == 1);  // in_proj; out_proj is a Linear module call
+  golden::check_close(t(x).tensor(), layer(x), 1e-6, 1e-6, "self-attention traced");
+  const Tensor longer = tmod::randn({7, 2, 8}, 7);
+  golden::check_close(t(longer).tensor(), layer(longer), 1e-5, 1e-6, "self-attention traced, longer");
+  // distinct query, key and value nodes keep three projections
+  M::MultiheadAttention mha(8, 2);
+  const tmod::TracedModule cross = tmod::trace_module(mha, x, tmod::randn({4, 2, 8}), tmod::randn({4, 2, 8}));
+  const std::string cross_text = graph_text(cross);
+  std::size_t cross_linears = 0;
+  for (std::size_t at = cross_text.find("nn.linear("); at != std::string::npos; at = cross_text.find("nn.linear(", at + 1))
+    ++cross_linears;
+  CHECK(cross_linears == 3);
+}
+
 }  // namespace tmod_test_zoo_modules

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tmod_test_onnx_dynamic_shapes {
@@ -151,6 +152,16 @@ std::vector<std::string> node_types(const std::filesystem::path& path) {
   return types;
 }
 
+/// torch's `token.expand(x.size(0), -1, -1)` of a (1, 1, 4) parameter, concatenated before x.
+struct TokenNet : tmod::Module {
+  tmod::Parameter token{tmod::randn({1, 1, 4}, 3)};
+  TM_MODULE(TokenNet, token)
+  auto forward(const auto& x) const {
+    namespace F = tracemod::functional;
+    return F::concat(std::tuple{F::expand_to(token, F::tensor_from_list(F::size(x, 0), -1, -1)), x}, 1);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("ONNX: int32 arithmetic on extents exports with int32 constants and exact floor division") {
@@ -179,6 +190,29 @@ TEST_CASE("ONNX: x.view(x.size(0) * 2, -1) exported with a dynamic batch imports
     CHECK(back(x).tensor().shape() == tmod::Shape{2 * n, 12});
     CHECK(golden::max_rel_err(back(x).tensor(), net(x)) == 0);
   }
+}
+
+TEST_CASE("ONNX: expand_to exports as Expand of the run-time shape, and re-imports at static dims") {
+  TokenNet net;
+  const tmod::TracedModule t = tmod::trace_module(net, tmod::randn({2, 5, 4}), tmod::TraceOptions{.dynamic_dims = {{0, "N"}}});
+  const auto path = std::filesystem::temp_directory_path() / "tracemod_onnx_expand_to.onnx";
+  tmod::onnx::export_model(t, path);
+  proto::ModelProto model;
+  {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE(model.ParseFromIstream(&in));
+  }
+  std::string expand_shape;
+  for (const auto& n : model.graph().node())
+    if (n.op_type() == "Expand") expand_shape = n.input(1);
+  REQUIRE(!expand_shape.empty());
+  bool initializer = false;
+  for (const auto& i : model.graph().initializer()) initializer = initializer || i.name() == expand_shape;
+  CHECK(!initializer);  // the shape is computed by the graph
+  const tmod::TracedModule fixed = tmod::onnx::import_model(path, {.dims = {{"N", 3}}});
+  const tmod::Tensor x = tmod::randn({3, 5, 4});
+  CHECK(golden::max_rel_err(fixed(x).tensor(), net(x)) == 0);
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("ONNX: shapes read as values export as Shape, Cast and Reshape, and re-import at static dims") {

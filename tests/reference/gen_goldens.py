@@ -12,6 +12,7 @@ others unchanged). References are computed in float64 from those float32 inputs 
 once to float32, so they carry no float32 accumulation error of their own.
 
 It also writes tests/data/npy/: small arrays saved by numpy itself, read by tests/io/npy.cpp.
+And tests/data/vit/ and tests/data/convnext/: reduced torchvision ViT and ConvNeXt networks (zoo_models).
 """
 
 import copy
@@ -751,6 +752,49 @@ def zoo_modules(root):
           layer)
 
 
+# --- torchvision models at reduced width -------------------------------------------------------
+
+def zoo_models(root):
+    """tests/data/vit/ and tests/data/convnext/: torchvision's VisionTransformer (32x32 images, 16x16
+    patches, hidden 64, 2 layers of 4 heads, MLP 128, 10 classes) and ConvNeXt (dims 16/32/64/96,
+    depths 1/1/2/1, 10 classes) in eval mode, every state_dict entry random (LayerNorm weights in
+    [0.5, 1.5], layer_scale in [0.5, 1.5], so no block is near the identity): <state key>.npy,
+    input.npy (2, 3, 32, 32), output.npy (computed in float64), and torchvision_keys.txt, "<key>
+    <d0,d1,...>" for every state_dict entry of the default vit_b_16() / convnext_tiny()."""
+    from torchvision.models import VisionTransformer, convnext_tiny, vit_b_16
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+
+    def write(name, net, full):
+        folder = root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "torchvision_keys.txt", "w") as f:
+            for key, value in full.state_dict().items():
+                f.write(f"{key} {','.join(str(d) for d in value.shape)}\n")
+        c = Case("zoo_models", name)
+        net.eval()
+        for key, p in net.state_dict().items():
+            last = key.rsplit(".", 1)[-1]
+            if key.endswith("layer_scale") or (last == "weight" and p.dim() == 1):  # LayerNorm scales
+                p.copy_(c.uniform(*p.shape, low=0.5, high=1.5))
+            elif last in ("bias", "in_proj_bias"):
+                p.copy_(c.randn(*p.shape, scale=0.1))
+            elif p.dim() >= 2 and last in ("weight", "in_proj_weight"):
+                p.copy_(c.randn(*p.shape, scale=1.0 / math.sqrt(p[0].numel())))  # unit-variance outputs
+            else:  # class_token, pos_embedding
+                p.copy_(c.randn(*p.shape, scale=0.5))
+        for key, p in net.state_dict().items():
+            save(folder / f"{key}.npy", p)
+        x = c.randn(2, 3, 32, 32)
+        save(folder / "input.npy", x)
+        save(folder / "output.npy", copy.deepcopy(net).double()(x.double()))
+
+    torch.manual_seed(0)  # the constructors' initial values, all overwritten
+    write("vit", VisionTransformer(image_size=32, patch_size=16, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128,
+                                   num_classes=10), vit_b_16())
+    stages = [CNBlockConfig(16, 32, 1), CNBlockConfig(32, 64, 1), CNBlockConfig(64, 96, 2), CNBlockConfig(96, None, 1)]
+    write("convnext", ConvNeXt(stages, num_classes=10), convnext_tiny())
+
+
 # --- numpy's own .npy files --------------------------------------------------------------------
 
 def npy_samples(root):
@@ -858,6 +902,7 @@ def main():
     quantization(DATA / "quant")
     zoo_modules(DATA / "zoo_modules")
     ptq_sqnr()
+    zoo_models(DATA)
     files = list(DATA.rglob("*.npy"))
     size = sum(f.stat().st_size for f in files)
     print(f"{len(w.lines)} cases, {len(files)} files, {size / 1e6:.2f} MB in {DATA}")

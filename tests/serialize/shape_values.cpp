@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tmod_test_serialize_shape_values {
@@ -75,6 +76,15 @@ struct Counted : tmod::Module {
     const auto rows = 2 * F::size(x, 0);
     const auto cols = F::floor_div(F::numel(x), rows);
     return F::reshape_to(x, F::tensor_from_list(rows, cols));
+  }
+};
+
+/// torch's `token.expand(x.size(0), -1, -1)` of a (1, 1, 4) parameter, concatenated before x.
+struct TokenNet : tmod::Module {
+  tmod::Parameter token{tmod::randn({1, 1, 4}, 3)};
+  TM_MODULE(TokenNet, token)
+  auto forward(const auto& x) const {
+    return F::concat(std::tuple{F::expand_to(token, F::tensor_from_list(F::size(x, 0), -1, -1)), x}, 1);
   }
 };
 
@@ -240,6 +250,39 @@ TEST_CASE("shape values: a reflected product and an element count carry their ex
   const tmod::TracedModule o = tmod::optimize(t, {"NormElemWise", "FuseAddMul", "FoldConstant", "FuseElemwise"});
   const tmod::Tensor x = tmod::randn({3, 4, 6});
   CHECK(same_bytes(o(x).tensor(), Counted{}(x)));
+}
+
+TEST_CASE("shape values: expand_to repeats along the stretched axes, -1 keeps the input's extent") {
+  const tmod::Tensor a = tmod::randn({3, 1}, 5);
+  const tmod::Tensor y = F::expand_to(a, tmod::tensor({2, -1, 4}));
+  REQUIRE(y.shape() == tmod::Shape{2, 3, 4});
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 3; ++j)
+      for (std::int64_t k = 0; k < 4; ++k) CHECK(y.at<float>({i, j, k}) == a.at<float>({j, 0}));
+  CHECK(same_bytes(F::expand_to(a, tmod::tensor({3, 2})), F::broadcast_to(a, {3, 2})));
+  CHECK_THROWS_AS(F::expand_to(a, tmod::tensor({-1, -1, 2})), tmod::shape_error);  // -1 on a new axis
+  CHECK_THROWS_AS(F::expand_to(a, tmod::tensor({2, 2})), tmod::shape_error);       // 3 is not 2
+  CHECK_THROWS_AS(F::expand_to(a, tmod::tensor({2})), tmod::shape_error);          // rank below the input's
+  CHECK_THROWS_AS(F::expand_to(a, tmod::tensor({3.f, 2.f})), tmod::dtype_error);
+}
+
+TEST_CASE("shape values: a parameter expanded by x.size(0) is an attribute and follows a dynamic batch") {
+  TokenNet net;
+  const tmod::TracedModule t = tmod::trace_module(net, tmod::randn({2, 5, 4}), tmod::TraceOptions{.dynamic_dims = {{0, "N"}}});
+  const std::string text = tmod::graph::to_string(t.graph());
+  CHECK(text.find("getattr(self, \"token\")") != std::string::npos);
+  CHECK(text.find("tensor.expand_to(token, ") != std::string::npos);
+  CHECK(static_cast<const tmod::graph::TensorNode*>(t.graph().outputs()[0])->shape_text() == "(N, 6, 4)");
+  const auto path = std::filesystem::temp_directory_path() / "tracemod_shape_values_expand.tm";
+  tmod::save(t, path);
+  const tmod::TracedModule back = tmod::load(path);
+  std::filesystem::remove(path);
+  for (const std::int64_t n : {1, 3}) {
+    const tmod::Tensor x = tmod::randn({n, 5, 4});
+    CHECK(same_bytes(t(x).tensor(), net(x)));
+    CHECK(same_bytes(back(x).tensor(), net(x)));
+  }
+  CHECK(static_cast<const tmod::graph::TensorNode*>(back.graph().outputs()[0])->shape_text() == "(N, 6, 4)");
 }
 
 TEST_CASE("shape values: errors name the symbolic axis or the value not known while recording") {

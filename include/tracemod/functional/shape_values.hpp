@@ -8,10 +8,12 @@
 // While a graph is recorded, each int32 value computed from shapes carries its ShapeValue
 // (core/dim.hpp): an expression per element over the graph's symbols, which getitem, stack,
 // tensor_from_list and astype carry on (their infer_value), and from which reshape_to states its
-// symbolic output shape.
+// symbolic output shape. F::expand_to(x, shape) broadcasts to such a shape (torch's
+// `x.expand(x.size(0), -1, -1)`).
 #pragma once
 
 #include <tracemod/functional/astype.hpp>
+#include <tracemod/functional/broadcast_to.hpp>
 #include <tracemod/functional/indexing.hpp>
 #include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
@@ -147,6 +149,17 @@ inline void factors(const DimExpr& e, std::vector<DimExpr>& out) {
   }
 }
 
+/// The extents in `shape`, the 1-D int32 shape operand of op `target` applied to `x`.
+inline std::vector<std::int64_t> shape_operand(std::string_view target, const Tensor& x, const Tensor& shape) {
+  require_defined(target, "inp", x);
+  require_defined(target, "shape", shape);
+  if (shape.dtype() != DType::int32 || shape.shape().rank() != 1)
+    throw dtype_error(std::string(target) + ": operand 'shape' must be a 1-D int32 tensor, not " +
+                      std::string(dtype_name(shape.dtype())) + " " + shape.shape().to_string());
+  const std::int32_t* d = shape.data<std::int32_t>();
+  return {d, d + shape.numel()};
+}
+
 /// The extent a -1 of a reshape stands for: the input's element count over the target's other
 /// extents, with the factors they share cancelled first, so `(N, -1)` of `(N, C, H, W)` gives
 /// `C*H*W`, not `N*C*H*W/N`, and `(N*2, -1)` of `(N, 4, 6)` gives 12.
@@ -194,13 +207,8 @@ struct reshape_to_fn : op_base<reshape_to_fn> {
   }
 
   static Tensor eager(const params&, const Tensor& x, const Tensor& shape) {
-    require_defined(target, "inp", x);
-    require_defined(target, "shape", shape);
-    if (shape.dtype() != DType::int32 || shape.shape().rank() != 1)
-      throw dtype_error(std::string(target) + ": operand 'shape' must be a 1-D int32 tensor, not " +
-                        std::string(dtype_name(shape.dtype())) + " " + shape.shape().to_string());
-    const std::int32_t* d = shape.data<std::int32_t>();
-    return reshape_fn::eager({detail::to_int_list(d, d + shape.numel())}, x);
+    const std::vector<std::int64_t> want = detail::shape_operand(target, x, shape);
+    return reshape_fn::eager({detail::to_int_list(want.begin(), want.end())}, x);
   }
 
   /// ONNX's Reshape reads an int64 shape; tracemod's -1 means what ONNX's does. A 0 is a literal zero
@@ -215,6 +223,67 @@ struct reshape_to_fn : op_base<reshape_to_fn> {
 };
 inline constexpr reshape_to_fn reshape_to{};
 TRACEMOD_REGISTER_BUILTIN_OP(reshape_to_fn);
+
+/// x broadcast to the extents held in `shape`, a 1-D int32 tensor (torch's Tensor.expand with the
+/// sizes as values): a -1 keeps x's extent on that axis (right-aligned; not on a new leading axis),
+/// any other extent must equal x's or x's must be 1. Recorded as reshape_to is: the shape operand's
+/// value states the output's dims, so `(size(x, 0), 1, 8)` is `(N, 1, 8)` with a dynamic batch N.
+struct expand_to_fn : op_base<expand_to_fn> {
+  static constexpr std::string_view name = "expand";
+  static constexpr std::string_view target = "tensor.expand_to";
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr scale_rule scaling = scale_rule::linear;
+  static constexpr bool any_dtype = true;  // moves elements: every dtype alike
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}, operand{"shape", operand_kind::shape_value}};
+  using params = no_params;
+  static constexpr std::tuple<> fields{};
+
+  /// The target with each -1 replaced by x's extent on that axis.
+  template <class E>
+  static std::vector<E> resolved(const std::vector<E>& shape, const std::vector<E>& x, const std::string& what) {
+    if (shape.size() < x.size() || shape.size() > Shape::max_rank)
+      throw shape_error(std::string(target) + ": cannot expand " + what + " (the target's rank must be at least the "
+                        "input's and at most " + std::to_string(Shape::max_rank) + ")");
+    const std::size_t lead = shape.size() - x.size();
+    std::vector<E> out(shape);
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      if (!(shape[i] == E(-1))) continue;
+      if (i < lead) throw shape_error(std::string(target) + ": cannot expand " + what + " (-1 on a new leading axis)");
+      out[i] = x[i - lead];
+    }
+    return out;
+  }
+  static Shape infer_shape(const params&, const Shape& x, const ShapeValue& shape) {
+    const std::vector<std::int64_t> in(x.begin(), x.end());
+    const std::string what = x.to_string() + " to " + ints_repr(shape.example);
+    const std::vector<std::int64_t> out = resolved(shape.example, in, what);
+    return broadcast_to_fn::infer_shape({detail::to_int_list(out.begin(), out.end())}, x);
+  }
+  static Dims infer_dims(const params&, const ShapeDims& x, const ShapeValue& shape) {
+    const std::vector<DimExpr> in(x.dims.begin(), x.dims.end());
+    const std::vector<DimExpr> want(shape.dims.begin(), shape.dims.end());
+    const std::vector<DimExpr> out = resolved(want, in, x.shape.to_string());
+    return Dims(out.begin(), out.end());
+  }
+
+  static Tensor eager(const params&, const Tensor& x, const Tensor& shape) {
+    const std::vector<std::int64_t> want = detail::shape_operand(target, x, shape);
+    const std::vector<std::int64_t> out = resolved(want, std::vector<std::int64_t>(x.shape().begin(), x.shape().end()),
+                                                   x.shape().to_string() + " to " + ints_repr(want));
+    return broadcast_to_fn::eager({detail::to_int_list(out.begin(), out.end())}, x);
+  }
+
+  /// ONNX's Expand reads an int64 shape and broadcasts both ways, so a 1 keeps the input's extent:
+  /// each -1 becomes 1.
+  static void onnx_export(onnx_export_context& cx, const params&) {
+    const std::string s = cx.node1("Cast", {cx.input(1).name}, cx.fresh(cx.input(1).name + "_int64"), {{"to", std::int64_t{7}}});
+    const std::string keep = cx.node1("Equal", {s, cx.graph().ints({-1}, "minus_one")}, cx.fresh(s + "_keep"));
+    const std::string resolved = cx.node1("Where", {keep, cx.graph().ints({1}, "one"), s}, cx.fresh(s + "_resolved"));
+    cx.node("Expand", {cx.input(0).name, resolved}, {cx.output()});
+  }
+};
+inline constexpr expand_to_fn expand_to{};
+TRACEMOD_REGISTER_BUILTIN_OP(expand_to_fn);
 
 }  // namespace tracemod::functional
 

@@ -18,7 +18,9 @@
 #include <tracemod/nn/module.hpp>
 #include <tracemod/nn/reflection.hpp>
 
+#include <array>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -308,6 +310,15 @@ inline std::vector<std::pair<Shape, DType>> callee_outputs(const Graph& sub) {
 template <class R, class M, class... A>
 R record_traced_call(Recorder& r, const M& m, const A&... args);
 
+/// The graph node of a Sym argument; nullptr for any other argument.
+template <class A>
+const Node* sym_node_of(const A& a) {
+  if constexpr (is_sym_v<A>)
+    return a.node();
+  else
+    return nullptr;
+}
+
 /// Records a call of user module `m`: its forward is traced into a graph once per signature.
 template <class M, class... A>
 auto record_user_call(Recorder& r, const M& m, const A&... args) {
@@ -326,17 +337,33 @@ R record_traced_call(Recorder& r, const M& m, const A&... args) {
                       ": a user module can only be called while trace_module records (attach it with setattr and "
                       "call it through its node)");
   ModuleNode* callee = r.module_node(m);
-  const std::string signature = signature_of(args...);
+  // One node passed twice stays one value inside the callee (self-attention's query, key and
+  // value): its later parameters read the first one's input, and the signature says so.
+  const std::array<const Node*, sizeof...(A)> nodes{sym_node_of(args)...};
+  std::array<std::size_t, sizeof...(A)> first{};
+  std::string signature = signature_of(args...), aliases;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    first[i] = i;
+    for (std::size_t j = 0; j < i && first[i] == i; ++j)
+      if (nodes[i] != nullptr && nodes[i] == nodes[j]) first[i] = j;
+    if (first[i] != i) aliases += (aliases.empty() ? " with " : ", ") + std::to_string(i) + " is " + std::to_string(first[i]);
+  }
+  signature += aliases;
   Graph* sub = tracer->find_graph(m, signature);
   if (sub == nullptr) {
     Graph& g = add_callee_graph(r, *tracer, m, *callee, signature);
     Recorder sub_recorder(g, static_cast<ModuleNode*>(g.inputs().front()), &m, tracer, &tracer->index_of(m));
+    std::array<TensorNode*, sizeof...(A)> made{};
+    std::size_t k = 0;
     const auto input = [&](const auto& a) -> decltype(auto) {
       using T = std::remove_cvref_t<decltype(a)>;
+      const std::size_t i = k++;
+      (void)i;  // read by Sym arguments only
       if constexpr (is_sym_v<T>) {
         TensorNode* in = g.add_tensor_input("x", a.shape(), a.dtype());
         in->copy_symbolic(a.tensor_node());
-        return Sym(in);
+        made[i] = in;
+        return Sym(first[i] == i ? in : made[first[i]]);
       } else if constexpr (std::derived_from<T, Tensor>) {
         return Sym(g.add_tensor_input("x", a.shape(), a.dtype()));
       } else {

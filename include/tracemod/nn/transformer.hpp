@@ -127,13 +127,22 @@ class MultiheadAttention : public Module {
   auto slice_of(const X& x, std::int64_t first) const {
     return functional::getitem(x, ellipsis, slice(first, first + embed_dim));
   }
-  /// The q, k and v heads. Self-attention (one tensor passed three times, as PyTorch's fast path
+  /// Whether a and b are one value: one tensor object, or while tracing one graph node (a
+  /// tmod::Sym passed three times arrives as three copies of one node).
+  template <class T>
+  static bool same_value(const T& a, const T& b) {
+    if constexpr (requires { a.node() == b.node(); })
+      return a.node() == b.node();
+    else
+      return &a == &b;
+  }
+  /// The q, k and v heads. Self-attention (one value passed three times, as PyTorch's fast path
   /// checks with `is`) projects once and slices the three parts from that one result.
   template <class Q, class K, class V>
   auto projections(const Q& query, const K& key, const V& value) const {
     const std::int64_t e = embed_dim;
     if constexpr (std::same_as<Q, K> && std::same_as<K, V>) {
-      if (&query == &key && &key == &value) {
+      if (same_value(query, key) && same_value(key, value)) {
         const auto all = project_all(query);
         return std::tuple{heads(slice_of(all, 0), query.shape()), heads(slice_of(all, e), key.shape()),
                           heads(slice_of(all, 2 * e), value.shape())};
