@@ -9,6 +9,7 @@
 #include <tracemod/core/dtype.hpp>
 #include <tracemod/core/error.hpp>
 #include <tracemod/core/tensor.hpp>
+#include <tracemod/kernels/broadcast_map.hpp>
 #include <tracemod/kernels/elementwise.hpp>
 
 #include <algorithm>
@@ -91,57 +92,28 @@ inline DType int_or_float_dtype(std::string_view op, std::span<const DType> in) 
                     "; arithmetic on int32 tensors takes int32 tensors and integers");
 }
 
-/// The element offset into a tensor of shape `s` broadcast to `out`, for each output index.
-inline std::vector<std::int64_t> broadcast_offsets(const Shape& s, const Shape& out) {
-  const std::size_t r = out.rank();
-  std::vector<std::int64_t> stride(r, 0);
-  std::int64_t st = 1;
-  for (std::size_t i = s.rank(); i-- > 0;) {
-    if (s[i] != 1) stride[r - s.rank() + i] = st;
-    st *= s[i];
-  }
-  std::vector<std::int64_t> offsets(static_cast<std::size_t>(out.numel()));
-  std::vector<std::int64_t> index(r, 0);
-  std::int64_t at = 0;
-  for (std::int64_t& o : offsets) {
-    o = at;
-    for (std::size_t d = r; d-- > 0;) {  // odometer: the last axis moves fastest
-      at += stride[d];
-      if (++index[d] < out[d]) break;
-      at -= stride[d] * out[d];
-      index[d] = 0;
-    }
-  }
-  return offsets;
-}
-
-/// KernelOp on int32 tensors and integers with numpy broadcasting, eagerly (Op names the messages).
+/// KernelOp on int32 tensors and integers with numpy broadcasting, eagerly (Op names the messages);
+/// a number is a rank-0 operand.
 template <class Op, class KernelOp, class A, class B>
 Tensor eager_int_binary(const A& a, const B& b, const Shape& out_shape) {
-  const auto operand = [&](const auto& x, std::size_t i) -> std::pair<const std::int32_t*, std::int64_t> {
+  const auto operand = [&](const auto& x, std::size_t i, std::int32_t& number) -> std::pair<Shape, const std::int32_t*> {
     if constexpr (requires { x.shape(); }) {
       if (x.dtype() != DType::int32)
         throw dtype_error(std::string(Op::target) + ": operand '" + std::string(Op::operands[i].name) + "' has dtype " +
                           std::string(dtype_name(x.dtype())) + " (shape " + x.shape().to_string() +
                           ") beside an int32 operand; arithmetic on int32 tensors takes int32 tensors and integers");
-      return {x.template data<std::int32_t>(), 0};
+      return {x.shape(), x.template data<std::int32_t>()};
     } else {
-      return {nullptr, int_number(static_cast<double>(x), Op::target, Op::operands[i].name)};
+      number = static_cast<std::int32_t>(int_number(static_cast<double>(x), Op::target, Op::operands[i].name));
+      return {Shape{}, &number};
     }
   };
-  const auto [pa, na] = operand(a, 0);
-  const auto [pb, nb] = operand(b, 1);
-  const auto offsets = [&](const auto& x) {
-    if constexpr (requires { x.shape(); })
-      return broadcast_offsets(x.shape(), out_shape);
-    else
-      return std::vector<std::int64_t>(static_cast<std::size_t>(out_shape.numel()), 0);
-  };
-  const std::vector<std::int64_t> oa = offsets(a), ob = offsets(b);
+  std::int32_t number_a = 0, number_b = 0;
+  const auto [shape_a, pa] = operand(a, 0, number_a);
+  const auto [shape_b, pb] = operand(b, 1, number_b);
   Tensor y = Tensor::empty(out_shape, DType::int32, Op::target);
-  std::int32_t* out = y.data<std::int32_t>();
-  for (std::size_t i = 0; i < oa.size(); ++i)
-    out[i] = int_apply<KernelOp>(pa != nullptr ? pa[oa[i]] : na, pb != nullptr ? pb[ob[i]] : nb, Op::target);
+  const auto f = [](std::int32_t u, std::int32_t v) { return int_apply<KernelOp>(u, v, Op::target); };
+  kernels::broadcast_map(out_shape, y.data<std::int32_t>(), f, {shape_a, shape_b}, pa, pb);
   return y;
 }
 
