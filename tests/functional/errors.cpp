@@ -81,9 +81,9 @@ TEST_CASE("functional errors: elementwise ops and operators") {
   CHECK_OP_ERROR(dtype_error, F::relu(ints), "nn.relu", "int32", "(2, 3)");
   CHECK_OP_ERROR(dtype_error, F::exp(ints), "elemwise.exp", "int32");
   CHECK_OP_ERROR(dtype_error, F::add(a, ints), "elemwise.add", "int32");
-  CHECK_OP_ERROR(dtype_error, F::mul(2.f, ints), "elemwise.mul", "int32");
+  CHECK_OP_ERROR(dtype_error, F::mul(2.5f, ints), "elemwise.mul", "int32");  // a whole number is an integer operand
   CHECK_OP_ERROR(dtype_error, ints + a, "__add__", "int32");
-  CHECK_OP_ERROR(dtype_error, 1.f - ints, "__rsub__", "int32");
+  CHECK_OP_ERROR(dtype_error, 1.5f - ints, "__rsub__", "int32");
   CHECK_OP_ERROR(dtype_error, -ints, "__neg__", "int32");
 
   CHECK_OP_ERROR(value_error, F::relu(undefined), "nn.relu", "undefined");
