@@ -93,13 +93,15 @@ template <class Op, class KernelOp, class A, class B>
 Tensor eager_binary(const A& a, const B& b) {
   static_assert(!(scalar_operand<A> && scalar_operand<B>), "tracemod: a binary op needs at least one tensor operand");
   if constexpr (int_arith_kernel<KernelOp>) {
-    const auto is_int32 = [](const auto& x) {
-      if constexpr (scalar_operand<decltype(x)>)
-        return false;
+    // Integer arithmetic when every tensor operand is int32; an int32 tensor beside a float32 one
+    // meets the float32 check below, as in a typed graph.
+    const auto int32_or_number = [](const auto& x) {
+      if constexpr (scalar_operand<std::remove_cvref_t<decltype(x)>>)
+        return true;
       else
         return x.defined() && x.dtype() == DType::int32;
     };
-    if (is_int32(a) || is_int32(b))
+    if (int32_or_number(a) && int32_or_number(b))
       return eager_int_binary<Op, KernelOp>(a, b, broadcast_shapes(operand_shape(a), operand_shape(b), Op::target));
   }
   if constexpr (!scalar_operand<A>) require_float32(Op::target, Op::operands[0].name, a);

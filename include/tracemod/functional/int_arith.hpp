@@ -92,16 +92,12 @@ inline DType int_or_float_dtype(std::string_view op, std::span<const DType> in) 
                     "; arithmetic on int32 tensors takes int32 tensors and integers");
 }
 
-/// KernelOp on int32 tensors and integers with numpy broadcasting, eagerly (Op names the messages);
-/// a number is a rank-0 operand.
+/// KernelOp on int32 tensors (the caller checked their dtype) and integers with numpy broadcasting,
+/// eagerly (Op names the messages); a number is a rank-0 operand.
 template <class Op, class KernelOp, class A, class B>
 Tensor eager_int_binary(const A& a, const B& b, const Shape& out_shape) {
   const auto operand = [&](const auto& x, std::size_t i, std::int32_t& number) -> std::pair<Shape, const std::int32_t*> {
     if constexpr (requires { x.shape(); }) {
-      if (x.dtype() != DType::int32)
-        throw dtype_error(std::string(Op::target) + ": operand '" + std::string(Op::operands[i].name) + "' has dtype " +
-                          std::string(dtype_name(x.dtype())) + " (shape " + x.shape().to_string() +
-                          ") beside an int32 operand; arithmetic on int32 tensors takes int32 tensors and integers");
       return {x.shape(), x.template data<std::int32_t>()};
     } else {
       number = static_cast<std::int32_t>(int_number(static_cast<double>(x), Op::target, Op::operands[i].name));
