@@ -8,6 +8,7 @@
 #include <tracemod/functional/op.hpp>
 #include <tracemod/kernels/elementwise.hpp>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <span>
@@ -103,6 +104,14 @@ Tensor eager_binary(const A& a, const B& b) {
     };
     if (int32_or_number(a) && int32_or_number(b))
       return eager_int_binary<Op, KernelOp>(a, b, broadcast_shapes(operand_shape(a), operand_shape(b), Op::target));
+  } else {
+    const auto int32 = [](const auto& x) {
+      if constexpr (scalar_operand<std::remove_cvref_t<decltype(x)>>)
+        return false;
+      else
+        return x.defined() && x.dtype() == DType::int32;
+    };
+    if (int32(a) || int32(b)) throw int32_without_int_form(Op::target);
   }
   if constexpr (!scalar_operand<A>) require_float32(Op::target, Op::operands[0].name, a);
   if constexpr (!scalar_operand<B>) require_float32(Op::target, Op::operands[1].name, b);
@@ -147,9 +156,14 @@ void onnx_export_binary(onnx_export_context& cx, bool reflected) {
 
 /// The dtype and value rules of a binary op whose kernel has an integer form (int_arith.hpp): int32
 /// on int32 tensors, float32 otherwise; on shape values (and integers), the same arithmetic on each
-/// element's expression. Kernels without one state neither.
+/// element's expression. Kernels without one refuse an int32 operand while recording, as eagerly.
 template <class Derived, class KernelOp, bool Reflected, bool = int_arith_kernel<KernelOp>>
-struct int_rules {};
+struct int_rules {
+  static DType infer_dtype(const no_params*, std::span<const DType> in) {
+    if (std::find(in.begin(), in.end(), DType::int32) != in.end()) throw int32_without_int_form(Derived::target);
+    return DType::float32;
+  }
+};
 template <class Derived, class KernelOp, bool Reflected>
 struct int_rules<Derived, KernelOp, Reflected, true> {
   static DType infer_dtype(const no_params*, std::span<const DType> in) { return int_or_float_dtype(Derived::target, in); }
