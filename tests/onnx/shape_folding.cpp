@@ -275,7 +275,7 @@ TEST_CASE("onnx import: Shape of a dynamic batch records GetVarShape, so a chann
   std::ostringstream text;
   text << m.graph();
   CHECK(text.str().find("GetVarShape(x, )") != std::string::npos);
-  CHECK(text.str().find("tensor.reshape_to(x, split_shape, )") != std::string::npos);
+  CHECK(text.str().find("tensor.onnx_reshape_to(x, split_shape, )") != std::string::npos);  // allowzero=0
   const auto* split = static_cast<const tmod::graph::TensorNode*>(m.graph().get_node_by_name("split").as_unique());
   CHECK(split->shape_text() == "(batch, 2, 3, 2, 3)");
   CHECK(static_cast<const tmod::graph::TensorNode*>(m.graph().outputs()[0])->shape_text() == "(batch, 6, 2, 3)");
@@ -396,6 +396,30 @@ TEST_CASE("onnx import: integer Div and Mod of a dynamic batch truncate and take
   CHECK_THROWS_WITH_AS((void)tmod::onnx::import_model(f.m, {.dynamic_dims = true}),
                        doctest::Contains("node 'y_node' (Mod): Mod of float32 and float32 values computed at run time"),
                        tmod::value_error);
+}
+
+TEST_CASE("onnx import: a Reshape of a run-time shape copies the input's extent for a 0 (allowzero=0), at batch 1 and 8") {
+  // target [batch % 8, 0, -1]: batch % 8 is 0 at batch 8, where ONNX copies the batch; the 0 copies 4
+  model_builder b;
+  b.input("x", {-1, 4, 6});
+  b.attr(b.node("Mod", {batch_of(b, "x"), b.ints("eight", {8}, true)}, "r"), "fmod", std::int64_t{0});
+  b.node("Reshape", {"x", concat(b, {as_vector(b, "r"), b.ints("zero", {0}), b.ints("rest", {-1})}, "target")}, "y");
+  b.output("y", {-1, 4, 6});
+  const tmod::TracedModule m = tmod::onnx::import_model(b.m, {.dims = {{"batch", 2}}, .dynamic_dims = true});
+  std::ostringstream text;
+  text << m.graph();
+  CHECK(text.str().find("tensor.onnx_reshape_to(x, target, )") != std::string::npos);
+  for (const std::int64_t batch : {1, 8}) {
+    const Tensor x = tmod::uniform({batch, 4, 6}, -1.f, 1.f, 6);
+    const Tensor y = m(x);
+    CHECK(y.shape() == tmod::Shape{batch, 4, 6});
+    CHECK(values(y) == values(x));
+  }
+  // with allowzero=1 the 0 is a zero extent: 0 * (-1) elements cannot hold x's
+  b.attr(*b.g.mutable_node(b.g.node_size() - 1), "allowzero", std::int64_t{1});
+  b.m.mutable_opset_import(0)->set_version(14);
+  CHECK_THROWS_WITH((void)tmod::onnx::import_model(b.m, {.dims = {{"batch", 2}}, .dynamic_dims = true}),
+                    doctest::Contains("the -1 extent cannot be inferred"));
 }
 
 TEST_CASE("onnx import: Dropout in training mode with ratio 0 is the identity; another ratio is refused") {
