@@ -422,6 +422,39 @@ TEST_CASE("onnx import: a Reshape of a run-time shape copies the input's extent 
                     doctest::Contains("the -1 extent cannot be inferred"));
 }
 
+TEST_CASE("onnx import: an Expand to a run-time shape records expand_to and follows the batch; two-way broadcasts are refused") {
+  // a (1, 1, 4) token expanded to (batch, 3, 4)
+  const auto expand_model = [](const std::vector<std::int64_t>& token, const std::vector<std::int64_t>& rest) {
+    model_builder b;
+    b.input("x", {-1, 2});
+    b.input("t", token);
+    b.node("Expand", {"t", concat(b, {as_vector(b, batch_of(b, "x")), b.ints("rest", rest)}, "shape")}, "y");
+    b.output("y", {-1, 3, 4});
+    return b;
+  };
+  const model_builder b = expand_model({1, 1, 4}, {3, 4});
+  const tmod::TracedModule m = tmod::onnx::import_model(b.m, {.dims = {{"batch", 2}}, .dynamic_dims = true});
+  std::ostringstream text;
+  text << m.graph();
+  CHECK(text.str().find("tensor.expand_to(t, shape, )") != std::string::npos);
+  CHECK(static_cast<const tmod::graph::TensorNode*>(m.graph().outputs()[0])->shape_text() == "(batch, 3, 4)");
+  const Tensor t = tmod::uniform({1, 1, 4}, -1.f, 1.f, 8);
+  for (const std::int64_t batch : {1, 8}) {
+    const Tensor y = m(tmod::zeros({batch, 2}), t);
+    REQUIRE(y.shape() == tmod::Shape{batch, 3, 4});
+    const std::vector<float> token = values(t), got = values(y);
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == token[i % 4]);
+  }
+  // ONNX keeps t's extent 3 under a 1 of the shape; expand_to broadcasts one way only: refused
+  CHECK_THROWS_WITH_AS((void)tmod::onnx::import_model(expand_model({1, 3, 4}, {1, 4}).m, {.dynamic_dims = true}),
+                       doctest::Contains("node 'y_node' (Expand): a shape computed at run time that broadcasts the input both ways"),
+                       tmod::value_error);
+  // a shape of lower rank than the input: refused too
+  CHECK_THROWS_WITH_AS((void)tmod::onnx::import_model(expand_model({1, 1, 1, 4}, {3, 4}).m, {.dynamic_dims = true}),
+                       doctest::Contains("node 'y_node' (Expand): a shape computed at run time, of shape (3,)"),
+                       tmod::value_error);
+}
+
 TEST_CASE("onnx import: Dropout in training mode with ratio 0 is the identity; another ratio is refused") {
   for (const bool zero : {true, false}) {
     model_builder b;
