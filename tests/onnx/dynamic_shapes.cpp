@@ -176,6 +176,13 @@ TEST_CASE("ONNX: int32 arithmetic on extents exports with int32 constants and ex
     CHECK(fixed(x).tensor().shape() == tmod::Shape{2 * n, 2, 6});
     CHECK(golden::max_rel_err(fixed(x).tensor(), net(x)) == 0);
   }
+  // with dynamic dims, the exported Mod and integer Div import as int32 arithmetic on the batch
+  const tmod::TracedModule dynamic = tmod::onnx::import_model(path, {.dims = {{"N", 2}}, .dynamic_dims = true});
+  for (const std::int64_t n : {1, 8}) {
+    const tmod::Tensor x = tmod::randn({n, 4, 6});
+    CHECK(dynamic(x).tensor().shape() == tmod::Shape{2 * n, 2, 6});
+    CHECK(golden::max_rel_err(dynamic(x).tensor(), net(x)) == 0);
+  }
   std::filesystem::remove(path);
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tmod_test_onnx_shape_folding {
@@ -274,7 +275,7 @@ TEST_CASE("onnx import: Shape of a dynamic batch records GetVarShape, so a chann
   std::ostringstream text;
   text << m.graph();
   CHECK(text.str().find("GetVarShape(x, )") != std::string::npos);
-  CHECK(text.str().find("tensor.reshape_to(x, split_shape, )") != std::string::npos);
+  CHECK(text.str().find("tensor.onnx_reshape_to(x, split_shape, )") != std::string::npos);  // allowzero=0
   const auto* split = static_cast<const tmod::graph::TensorNode*>(m.graph().get_node_by_name("split").as_unique());
   CHECK(split->shape_text() == "(batch, 2, 3, 2, 3)");
   CHECK(static_cast<const tmod::graph::TensorNode*>(m.graph().outputs()[0])->shape_text() == "(batch, 6, 2, 3)");
@@ -318,6 +319,140 @@ TEST_CASE("onnx import: torch's x.view(x.size(0), -1) with a dynamic batch runs 
   const tmod::TracedModule flat = tmod::onnx::import_model(c.m, {.dims = {{"batch", 2}}, .dynamic_dims = true});
   CHECK(static_cast<const tmod::graph::TensorNode*>(flat.graph().outputs()[0])->shape_text() == "(batch*24,)");
   CHECK(flat(tmod::uniform({5, 2, 3, 4}, -1.f, 1.f, 3)).tensor().shape() == tmod::Shape{120});
+}
+
+namespace {
+
+/// The batch of x (a rank-0 INT64 value computed at run time): Shape, Gather 0.
+std::string batch_of(model_builder& b, const std::string& x) {
+  b.node("Shape", {x}, x + "_shape");
+  return b.node("Gather", {x + "_shape", b.ints(x + "_zero", {0}, true)}, x + "_n").output(0);
+}
+/// v (rank 0) as a 1-element vector.
+std::string as_vector(model_builder& b, const std::string& v) {
+  return b.node("Unsqueeze", {v, b.ints(v + "_axes", {0})}, v + "_1").output(0);
+}
+std::string concat(model_builder& b, const std::vector<std::string>& parts, const std::string& out) {
+  proto::NodeProto& n = b.node("Concat", parts, out);
+  b.attr(n, "axis", std::int64_t{0});
+  return out;
+}
+
+/// ONNX's integer Div (truncating) and Mod (fmod 0: the divisor's sign; fmod 1: the dividend's).
+std::int64_t trunc_div(std::int64_t a, std::int64_t b) { return a / b; }  // C++ truncates
+std::int64_t mod(std::int64_t a, std::int64_t b, bool fmod) {
+  const std::int64_t r = a % b;  // the dividend's sign
+  return fmod || r == 0 || ((r < 0) == (b < 0)) ? r : r + b;
+}
+
+}  // namespace
+
+TEST_CASE("onnx import: integer Div and Mod of a dynamic batch truncate and take the divisor's sign, at batch 1 and 8") {
+  // m = batch - 5 is -4 at batch 1 and 3 at batch 8: both signs of dividend and divisor
+  model_builder b;
+  b.input("x", {-1, 6});
+  const std::string n = batch_of(b, "x");
+  b.node("Sub", {n, b.ints("five", {5}, true)}, "m");
+  const std::vector<std::pair<std::int64_t, int>> cases{{3, -1}, {-3, -1}, {3, 0}, {-3, 0}, {3, 1}, {-3, 1}, {2, 0}};
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto [d, fmod] = cases[i];
+    const std::string k = b.ints("d" + std::to_string(i), {d}, true), out = "q" + std::to_string(i);
+    if (fmod < 0) {
+      b.node("Div", {"m", k}, out);
+    } else {
+      proto::NodeProto& node = b.node("Mod", {"m", k}, out);
+      b.attr(node, "fmod", std::int64_t{fmod});
+    }
+    parts.push_back(as_vector(b, out));
+  }
+  b.attr(b.node("Cast", {concat(b, parts, "qs")}, "y"), "to", std::int64_t{proto::TensorProto::FLOAT});
+  b.output("y", {static_cast<std::int64_t>(cases.size())});
+  // a Div of extents as a Reshape's target: (batch*6) / (batch*2) rows of x
+  b.node("Mul", {n, b.ints("six", {6}, true)}, "n6");
+  b.node("Mul", {n, b.ints("two", {2}, true)}, "n2");
+  b.node("Div", {"n6", "n2"}, "three");
+  b.node("Reshape", {"x", concat(b, {as_vector(b, "n2"), as_vector(b, "three")}, "target")}, "z");
+  b.output("z", {-1, 3});
+  b.g.mutable_output(1)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("rows");
+  const tmod::TracedModule m = tmod::onnx::import_model(b.m, {.dims = {{"batch", 2}}, .dynamic_dims = true});
+  for (const std::int64_t batch : {1, 8}) {
+    const Tensor x = tmod::uniform({batch, 6}, -1.f, 1.f, 4);
+    const tmod::Value out = m(x);
+    std::vector<float> want;
+    for (const auto& [d, fmod] : cases)
+      want.push_back(static_cast<float>(fmod < 0 ? trunc_div(batch - 5, d) : mod(batch - 5, d, fmod == 1)));
+    CHECK(values(out[0].tensor()) == want);
+    CHECK(out[1].tensor().shape() == tmod::Shape{2 * batch, 3});
+    CHECK(values(out[1].tensor()) == values(x));
+  }
+  // Mod of float32 values computed at run time is refused, naming the node
+  model_builder f;
+  f.input("x", {-1, 6});
+  f.attr(f.node("Cast", {batch_of(f, "x")}, "nf"), "to", std::int64_t{proto::TensorProto::FLOAT});
+  f.attr(f.node("Mod", {"nf", "nf"}, "y"), "fmod", std::int64_t{1});
+  f.output("y", {});
+  f.g.mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();  // rank 0
+  CHECK_THROWS_WITH_AS((void)tmod::onnx::import_model(f.m, {.dynamic_dims = true}),
+                       doctest::Contains("node 'y_node' (Mod): Mod of float32 and float32 values computed at run time"),
+                       tmod::value_error);
+}
+
+TEST_CASE("onnx import: a Reshape of a run-time shape copies the input's extent for a 0 (allowzero=0), at batch 1 and 8") {
+  // target [batch % 8, 0, -1]: batch % 8 is 0 at batch 8, where ONNX copies the batch; the 0 copies 4
+  model_builder b;
+  b.input("x", {-1, 4, 6});
+  b.attr(b.node("Mod", {batch_of(b, "x"), b.ints("eight", {8}, true)}, "r"), "fmod", std::int64_t{0});
+  b.node("Reshape", {"x", concat(b, {as_vector(b, "r"), b.ints("zero", {0}), b.ints("rest", {-1})}, "target")}, "y");
+  b.output("y", {-1, 4, 6});
+  const tmod::TracedModule m = tmod::onnx::import_model(b.m, {.dims = {{"batch", 2}}, .dynamic_dims = true});
+  std::ostringstream text;
+  text << m.graph();
+  CHECK(text.str().find("tensor.onnx_reshape_to(x, target, )") != std::string::npos);
+  for (const std::int64_t batch : {1, 8}) {
+    const Tensor x = tmod::uniform({batch, 4, 6}, -1.f, 1.f, 6);
+    const Tensor y = m(x);
+    CHECK(y.shape() == tmod::Shape{batch, 4, 6});
+    CHECK(values(y) == values(x));
+  }
+  // with allowzero=1 the 0 is a zero extent: 0 * (-1) elements cannot hold x's
+  b.attr(*b.g.mutable_node(b.g.node_size() - 1), "allowzero", std::int64_t{1});
+  b.m.mutable_opset_import(0)->set_version(14);
+  CHECK_THROWS_WITH((void)tmod::onnx::import_model(b.m, {.dims = {{"batch", 2}}, .dynamic_dims = true}),
+                    doctest::Contains("the -1 extent cannot be inferred"));
+}
+
+TEST_CASE("onnx import: an Expand to a run-time shape records expand_to and follows the batch; two-way broadcasts are refused") {
+  // a (1, 1, 4) token expanded to (batch, 3, 4)
+  const auto expand_model = [](const std::vector<std::int64_t>& token, const std::vector<std::int64_t>& rest) {
+    model_builder b;
+    b.input("x", {-1, 2});
+    b.input("t", token);
+    b.node("Expand", {"t", concat(b, {as_vector(b, batch_of(b, "x")), b.ints("rest", rest)}, "shape")}, "y");
+    b.output("y", {-1, 3, 4});
+    return b;
+  };
+  const model_builder b = expand_model({1, 1, 4}, {3, 4});
+  const tmod::TracedModule m = tmod::onnx::import_model(b.m, {.dims = {{"batch", 2}}, .dynamic_dims = true});
+  std::ostringstream text;
+  text << m.graph();
+  CHECK(text.str().find("tensor.expand_to(t, shape, )") != std::string::npos);
+  CHECK(static_cast<const tmod::graph::TensorNode*>(m.graph().outputs()[0])->shape_text() == "(batch, 3, 4)");
+  const Tensor t = tmod::uniform({1, 1, 4}, -1.f, 1.f, 8);
+  for (const std::int64_t batch : {1, 8}) {
+    const Tensor y = m(tmod::zeros({batch, 2}), t);
+    REQUIRE(y.shape() == tmod::Shape{batch, 3, 4});
+    const std::vector<float> token = values(t), got = values(y);
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == token[i % 4]);
+  }
+  // ONNX keeps t's extent 3 under a 1 of the shape; expand_to broadcasts one way only: refused
+  CHECK_THROWS_WITH_AS((void)tmod::onnx::import_model(expand_model({1, 3, 4}, {1, 4}).m, {.dynamic_dims = true}),
+                       doctest::Contains("node 'y_node' (Expand): a shape computed at run time that broadcasts the input both ways"),
+                       tmod::value_error);
+  // a shape of lower rank than the input: refused too
+  CHECK_THROWS_WITH_AS((void)tmod::onnx::import_model(expand_model({1, 1, 1, 4}, {3, 4}).m, {.dynamic_dims = true}),
+                       doctest::Contains("node 'y_node' (Expand): a shape computed at run time, of shape (3,)"),
+                       tmod::value_error);
 }
 
 TEST_CASE("onnx import: Dropout in training mode with ratio 0 is the identity; another ratio is refused") {

@@ -6,6 +6,7 @@
 #include <tracemod/io/serialize.hpp>
 #include <tracemod/nn.hpp>
 #include <tracemod/passes.hpp>
+#include <tracemod/trace.hpp>
 #include <tracemod/traced_module.hpp>
 
 #include <doctest/doctest.h>
@@ -86,6 +87,17 @@ struct TokenNet : tmod::Module {
   auto forward(const auto& x) const {
     return F::concat(std::tuple{F::expand_to(token, F::tensor_from_list(F::size(x, 0), -1, -1)), x}, 1);
   }
+};
+
+/// x.size(0) / 2: true division of an int32 extent.
+struct HalvedBatch : tmod::Module {
+  TM_MODULE(HalvedBatch)
+  auto forward(const auto& x) const { return F::size(x, 0) / 2; }
+};
+/// F::maximum of two extents: an op with no int32 form.
+struct LargerExtent : tmod::Module {
+  TM_MODULE(LargerExtent)
+  auto forward(const auto& x) const { return F::maximum(F::size(x, 0), F::size(x, 1)); }
 };
 
 std::vector<std::int32_t> ints(const tmod::Tensor& t) {
@@ -283,6 +295,30 @@ TEST_CASE("shape values: a parameter expanded by x.size(0) is an attribute and f
     CHECK(same_bytes(back(x).tensor(), net(x)));
   }
   CHECK(static_cast<const tmod::graph::TensorNode*>(back.graph().outputs()[0])->shape_text() == "(N, 6, 4)");
+}
+
+TEST_CASE("shape values: true division of int32 is refused eagerly, while recording and while tracing a typed graph, alike") {
+  const tmod::Tensor x = tmod::randn({4, 6});
+  std::string eager;
+  try {
+    (void)(F::size(x, 0) / 2);
+  } catch (const tmod::dtype_error& e) {
+    eager = e.what();
+  }
+  REQUIRE(eager.find("__truediv__") != std::string::npos);
+  REQUIRE(eager.find("F::floor_div") != std::string::npos);
+  // recorded on a Sym (static or dynamic batch): refused when the expr is recorded, not when run
+  CHECK_THROWS_WITH_AS(tmod::trace_module(HalvedBatch{}, x), doctest::Contains(eager.c_str()), tmod::dtype_error);
+  CHECK_THROWS_WITH_AS(tmod::trace_module(HalvedBatch{}, x, tmod::TraceOptions{.dynamic_dims = {{0, "N"}}}),
+                       doctest::Contains(eager.c_str()), tmod::dtype_error);
+  // the typed tracer states the same dtype rule as it records
+  CHECK_THROWS_WITH_AS(tmod::symbolic_trace(HalvedBatch{}, tmod::spec({4, 6})), doctest::Contains(eager.c_str()), tmod::dtype_error);
+  // the other ops without an int32 form, too
+  CHECK_THROWS_WITH_AS(LargerExtent{}(x), doctest::Contains("elemwise.maximum: an int32 operand"), tmod::dtype_error);
+  CHECK_THROWS_WITH_AS(tmod::trace_module(LargerExtent{}, x), doctest::Contains("elemwise.maximum: an int32 operand"),
+                       tmod::dtype_error);
+  // floor division is the integer quotient, in every mode
+  CHECK(ints(F::floor_div(F::size(x, 0), 2)) == std::vector<std::int32_t>{2});
 }
 
 TEST_CASE("shape values: errors name the symbolic axis or the value not known while recording") {

@@ -71,6 +71,7 @@ struct broadcast_to_fn : op_base<broadcast_to_fn> {
   static constexpr std::array onnx_static_inputs{1};
   static void onnx_import(onnx_import_context& cx) {
     const onnx_value x = cx.tensor(0);
+    if (!cx.is_static(1)) return import_run_time_shape(cx, x);
     const std::vector<std::int64_t> s = cx.integers(1, "shape");
     if (s.size() > Shape::max_rank) cx.unsupported("a shape of rank " + std::to_string(s.size()));
     Shape want;
@@ -83,6 +84,29 @@ struct broadcast_to_fn : op_base<broadcast_to_fn> {
     int_list l;
     for (std::int64_t d : out) l.push_back(d);
     cx.bind(cx.call<broadcast_to_fn>({l}, x));
+  }
+
+ private:
+  /// A shape computed at run time (from Shape of a dynamic input): tensor.expand_to
+  /// (shape_values.hpp), torch's one-way expand, which is ONNX's Expand wherever the shape has x's
+  /// rank or more and each extent equals x's or x's is 1. Where ONNX would broadcast the other way
+  /// (an extent of 1 over a larger one of x, a shape of lower rank) the import refuses, at the
+  /// example extents; at other extents expand_to refuses when run.
+  static void import_run_time_shape(onnx_import_context& cx, onnx_value x) {
+    const Shape& in = cx.shape(x);
+    const onnx_value shape = cx.tensor(1);
+    const Shape& s = cx.shape(shape);
+    if (s.rank() != 1 || s[0] < static_cast<std::int64_t>(in.rank()))
+      cx.unsupported("a shape computed at run time, of shape " + s.to_string() + ", for an input of shape " +
+                     in.to_string() + " (tensor.expand_to needs an extent for each axis of the input)");
+    onnx_value out;
+    try {
+      out = cx.call("tensor.expand_to", {x, shape}, {});
+    } catch (const shape_error& e) {
+      cx.unsupported(std::string("a shape computed at run time that broadcasts the input both ways (") + e.what() +
+                     "); tensor.expand_to broadcasts the input's extents of 1 only");
+    }
+    cx.bind(out);
   }
 };
 inline constexpr broadcast_to_fn broadcast_to{};

@@ -8,6 +8,7 @@
 #include <tracemod/functional/op.hpp>
 #include <tracemod/kernels/elementwise.hpp>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <span>
@@ -76,6 +77,7 @@ TRACEMOD_ONNX_OF(add_op, std::string_view("Add"), std::string_view("Sum"))
 TRACEMOD_ONNX_OF(sub_op, std::string_view("Sub"))
 TRACEMOD_ONNX_OF(mul_op, std::string_view("Mul"))
 TRACEMOD_ONNX_OF(div_op, std::string_view("Div"))
+TRACEMOD_ONNX_OF(floordiv_op, std::string_view("Mod"))  // exported by onnx_export_binary, not as Mod
 TRACEMOD_ONNX_OF(minimum_op, std::string_view("Min"))
 TRACEMOD_ONNX_OF(maximum_op, std::string_view("Max"))
 #undef TRACEMOD_ONNX_OF
@@ -103,6 +105,14 @@ Tensor eager_binary(const A& a, const B& b) {
     };
     if (int32_or_number(a) && int32_or_number(b))
       return eager_int_binary<Op, KernelOp>(a, b, broadcast_shapes(operand_shape(a), operand_shape(b), Op::target));
+  } else {
+    const auto int32 = [](const auto& x) {
+      if constexpr (scalar_operand<std::remove_cvref_t<decltype(x)>>)
+        return false;
+      else
+        return x.defined() && x.dtype() == DType::int32;
+    };
+    if (int32(a) || int32(b)) throw int32_without_int_form(Op::target);
   }
   if constexpr (!scalar_operand<A>) require_float32(Op::target, Op::operands[0].name, a);
   if constexpr (!scalar_operand<B>) require_float32(Op::target, Op::operands[1].name, b);
@@ -145,11 +155,55 @@ void onnx_export_binary(onnx_export_context& cx, bool reflected) {
   }
 }
 
+/// ONNX's integer Div, which truncates toward zero, from int32 floor division and arithmetic, exact
+/// for every sign: with q = a // b and r = a - b*q (r has b's sign, as ONNX's Mod), the quotient
+/// truncated is q + 1 when r != 0 and q < 0. [r != 0] is -((-r) // b) and [q < 0] is -(q // 2^31),
+/// each 0 or 1, so every step keeps the shape value of its operands; 2^31 divides in three steps
+/// (2048, 2048, 512), as a graph's numbers are exact below 2^24 only (floor(floor(x/m)/n) is
+/// floor(x/(m*n))).
+inline onnx_value onnx_import_trunc_div(onnx_import_context& cx, onnx_value a, onnx_value b) {
+  const auto call = [&](std::string_view target, onnx_arg x, onnx_arg y) { return cx.call(target, {std::move(x), std::move(y)}, {}); };
+  const onnx_value q = call("elemwise.floor_div", a, b);
+  const onnx_value r = call("elemwise.sub", a, call("elemwise.mul", b, q));
+  const onnx_value inexact =
+      call("elemwise.sub", Value(0), call("elemwise.floor_div", call("elemwise.sub", Value(0), r), b));
+  onnx_value below = q;
+  for (const int step : {2048, 2048, 512}) below = call("elemwise.floor_div", below, Value(step));
+  const onnx_value negative = call("elemwise.sub", Value(0), below);
+  return call("elemwise.add", q, call("elemwise.mul", inexact, negative));
+}
+
+/// ONNX's Div of int32 values (shapes computed at run time) truncates: onnx_import_trunc_div; of
+/// float32 ones it is elemwise.div.
+template <class Op>
+void onnx_import_div(onnx_import_context& cx) {
+  if (cx.input_count() != 2 || (cx.dtype(cx.tensor(0)) != DType::int32 && cx.dtype(cx.tensor(1)) != DType::int32))
+    return onnx_import_variadic<Op>(cx);
+  cx.bind(onnx_import_trunc_div(cx, cx.tensor(0), cx.tensor(1)));
+}
+
+/// ONNX's Mod of int32 values: a - b * (a // b) for fmod=0 (the divisor's sign, Python's %), and
+/// a - b * trunc(a / b) for fmod=1 (the dividend's sign, C's fmod). Mod of float32 values is
+/// unsupported.
+inline void onnx_import_mod(onnx_import_context& cx) {
+  const onnx_value a = cx.tensor(0), b = cx.tensor(1);
+  if (cx.dtype(a) != DType::int32 || cx.dtype(b) != DType::int32)
+    cx.unsupported("Mod of " + std::string(dtype_name(cx.dtype(a))) + " and " + std::string(dtype_name(cx.dtype(b))) +
+                   " values computed at run time (tracemod computes Mod of int32 values)");
+  const onnx_value q = cx.attr_int("fmod", 0) == 0 ? cx.call("elemwise.floor_div", {a, b}, {}) : onnx_import_trunc_div(cx, a, b);
+  cx.bind(cx.call("elemwise.sub", {a, cx.call("elemwise.mul", {b, q}, {})}, {}));
+}
+
 /// The dtype and value rules of a binary op whose kernel has an integer form (int_arith.hpp): int32
 /// on int32 tensors, float32 otherwise; on shape values (and integers), the same arithmetic on each
-/// element's expression. Kernels without one state neither.
+/// element's expression. Kernels without one refuse an int32 operand while recording, as eagerly.
 template <class Derived, class KernelOp, bool Reflected, bool = int_arith_kernel<KernelOp>>
-struct int_rules {};
+struct int_rules {
+  static DType infer_dtype(const no_params*, std::span<const DType> in) {
+    if (std::find(in.begin(), in.end(), DType::int32) != in.end()) throw int32_without_int_form(Derived::target);
+    return DType::float32;
+  }
+};
 template <class Derived, class KernelOp, bool Reflected>
 struct int_rules<Derived, KernelOp, Reflected, true> {
   static DType infer_dtype(const no_params*, std::span<const DType> in) { return int_or_float_dtype(Derived::target, in); }
@@ -213,9 +267,22 @@ struct binary_op : broadcast_binary<Derived, KernelOp, false> {
   static constexpr std::array operands{operand{"x", operand_kind::tensor_or_scalar},
                                        operand{"y", operand_kind::tensor_or_scalar}};
   static constexpr auto onnx_import_types = detail::onnx_of<KernelOp>::types;
-  // Numpy-style broadcasting is the only kind before opset 7 without `axis`.
-  static constexpr std::array onnx_import_attributes{std::string_view("broadcast")};
-  static void onnx_import(onnx_import_context& cx) { onnx_import_variadic<Derived>(cx); }
+  // Numpy-style broadcasting is the only kind before opset 7 without `axis`; Mod (floor division's
+  // import) reads fmod.
+  static constexpr auto onnx_import_attributes = [] {
+    if constexpr (std::is_same_v<KernelOp, kernels::floordiv_op>)
+      return std::array{std::string_view("fmod")};
+    else
+      return std::array{std::string_view("broadcast")};
+  }();
+  static void onnx_import(onnx_import_context& cx) {
+    if constexpr (std::is_same_v<KernelOp, kernels::floordiv_op>)
+      detail::onnx_import_mod(cx);
+    else if constexpr (std::is_same_v<KernelOp, kernels::div_op>)
+      detail::onnx_import_div<Derived>(cx);
+    else
+      onnx_import_variadic<Derived>(cx);
+  }
 };
 
 #define TRACEMOD_DEFINE_ELEMWISE_OP(op_name, base, kernel, module)                      \

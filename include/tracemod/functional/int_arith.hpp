@@ -92,6 +92,14 @@ inline DType int_or_float_dtype(std::string_view op, std::span<const DType> in) 
                     "; arithmetic on int32 tensors takes int32 tensors and integers");
 }
 
+/// The error for an int32 operand of an op whose kernel has no integer form (div, minimum,
+/// maximum), the same eagerly and while a graph is recorded: true division of integers is not
+/// integer arithmetic (torch's `/` gives float; its `//` is F::floor_div).
+inline dtype_error int32_without_int_form(std::string_view op) {
+  return dtype_error(std::string(op) + ": an int32 operand; int32 arithmetic is +, -, * and F::floor_div (for a "
+                     "quotient of integers use F::floor_div, for a fraction astype(float32) first)");
+}
+
 /// KernelOp on int32 tensors (the caller checked their dtype) and integers with numpy broadcasting,
 /// eagerly (Op names the messages); a number is a rank-0 operand.
 template <class Op, class KernelOp, class A, class B>

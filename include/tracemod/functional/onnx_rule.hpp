@@ -173,6 +173,7 @@ class onnx_import_context {
   /// exactly; anything else is `unsupported`.
   virtual std::vector<std::int64_t> integers(int i, std::string_view what) = 0;
   [[nodiscard]] virtual const Shape& shape(onnx_value v) const = 0;
+  [[nodiscard]] virtual DType dtype(onnx_value v) const = 0;
   /// The shape of input i, which must be known at import time (an index tensor's rank).
   virtual Shape static_shape(int i, std::string_view what) = 0;
   /// Whether input i is known at import time (an initializer, a Constant, a value folded before).

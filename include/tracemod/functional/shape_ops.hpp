@@ -205,11 +205,12 @@ struct reshape_fn : data_movement_op<reshape_fn> {
  private:
   static void import_reshape(onnx_import_context& cx) {
     const onnx_value x = cx.tensor(0);
-    // A shape computed at run time (from Shape of a dynamic input): tensor.reshape_to
-    // (shape_values.hpp) reads it then, its 0s as zero extents; with allowzero=0 a computed 0 would
-    // copy the input's extent instead, which the graph's value cannot tell apart from an extent.
+    // A shape computed at run time (from Shape of a dynamic input) is read then (shape_values.hpp):
+    // by tensor.reshape_to with allowzero=1 (a 0 is a zero extent), else by tensor.onnx_reshape_to
+    // (a 0 copies the input's extent).
     if (cx.input_count() > 1 && !cx.is_static(1))
-      return cx.bind(cx.call("tensor.reshape_to", {x, cx.tensor(1)}, {}));
+      return cx.bind(cx.call(cx.attr_int("allowzero", 0) != 0 ? "tensor.reshape_to" : "tensor.onnx_reshape_to",
+                             {x, cx.tensor(1)}, {}));
     // before opset 5 the shape was an attribute
     const std::vector<std::int64_t> target = cx.input_count() > 1 ? cx.integers(1, "shape") : cx.attr_ints("shape");
     const bool allowzero = cx.attr_int("allowzero", 0) != 0;

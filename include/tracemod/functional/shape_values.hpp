@@ -178,19 +178,23 @@ inline DimExpr inferred_extent(const Dims& in, const Dims& others) {
   return ::tracemod::numel(left) / divisor;
 }
 
-}  // namespace detail
-
-/// x reshaped to the extents held in `shape`, a 1-D int32 tensor (one extent may be -1, inferred),
-/// as F::reshape does with a list. Recording it needs `shape`'s value (a ShapeValue): an int32
-/// computed from shapes or a constant; a value known only at run time is a shape_error then.
-struct reshape_to_fn : op_base<reshape_to_fn> {
-  static constexpr std::string_view name = "reshape";
-  static constexpr std::string_view target = "tensor.reshape_to";
+/// What reshape_to and onnx_reshape_to declare alike: a call of x and its shape as a value.
+struct reshape_by_value {
   static constexpr call_kind kind = call_kind::function;
   static constexpr bool any_dtype = true;  // a view moves no data, so any dtype passes through
   static constexpr std::array operands{operand{"inp", operand_kind::tensor}, operand{"shape", operand_kind::shape_value}};
   using params = no_params;
   static constexpr std::tuple<> fields{};
+};
+
+}  // namespace detail
+
+/// x reshaped to the extents held in `shape`, a 1-D int32 tensor (one extent may be -1, inferred),
+/// as F::reshape does with a list. Recording it needs `shape`'s value (a ShapeValue): an int32
+/// computed from shapes or a constant; a value known only at run time is a shape_error then.
+struct reshape_to_fn : op_base<reshape_to_fn>, detail::reshape_by_value {
+  static constexpr std::string_view name = "reshape";
+  static constexpr std::string_view target = "tensor.reshape_to";
 
   static Shape infer_shape(const params&, const Shape& x, const ShapeValue& shape) {
     return reshape_fn::infer_shape({detail::to_int_list(shape.example.begin(), shape.example.end())}, x);
@@ -223,6 +227,62 @@ struct reshape_to_fn : op_base<reshape_to_fn> {
 };
 inline constexpr reshape_to_fn reshape_to{};
 TRACEMOD_REGISTER_BUILTIN_OP(reshape_to_fn);
+
+/// reshape_to, except that a 0 in `shape` copies x's extent at that position, as ONNX's Reshape
+/// reads its shape with allowzero=0: how import records a Reshape whose shape is computed at run
+/// time, so that a 0 known only then still copies.
+struct onnx_reshape_to_fn : op_base<onnx_reshape_to_fn>, detail::reshape_by_value {
+  static constexpr std::string_view name = "reshape";
+  static constexpr std::string_view target = "tensor.onnx_reshape_to";
+
+  /// `shape` with each 0 replaced by x's extent there; a 0 past x's rank is a shape_error.
+  template <class E>
+  static std::vector<E> copied(const std::vector<std::int64_t>& example, const std::vector<E>& shape,
+                               const std::vector<E>& x, const std::string& what) {
+    std::vector<E> out(shape);
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      if (example[i] != 0) continue;
+      if (i >= x.size())
+        throw shape_error(std::string(target) + ": cannot reshape " + what + " (a 0 at position " + std::to_string(i) +
+                          " copies the input's extent there, past its rank)");
+      out[i] = x[i];
+    }
+    return out;
+  }
+  static ShapeValue resolved(const ShapeValue& shape, const ShapeDims& x) {
+    const std::string what = x.shape.to_string() + " to " + ints_repr(shape.example);
+    for (std::size_t i = 0; i < shape.dims.size(); ++i)
+      if (shape.example[i] == 0 && !shape.dims[i].is_constant())
+        throw shape_error(std::string(target) + ": cannot reshape " + what + ": extent " + std::to_string(i) + " is " +
+                          shape.dims[i].to_string() + ", 0 in this trace, so whether it copies the input's extent "
+                          "depends on the run");
+    ShapeValue v;
+    v.example = copied(shape.example, shape.example, std::vector<std::int64_t>(x.shape.begin(), x.shape.end()), what);
+    v.dims = copied(shape.example, shape.dims, std::vector<DimExpr>(x.dims.begin(), x.dims.end()), what);
+    return v;
+  }
+  static Shape infer_shape(const params& p, const Shape& x, const ShapeValue& shape) {
+    return reshape_to_fn::infer_shape(p, x, resolved(shape, ShapeDims{Dims(x.begin(), x.end()), x}));
+  }
+  static Dims infer_dims(const params& p, const ShapeDims& x, const ShapeValue& shape) {
+    return reshape_to_fn::infer_dims(p, x, resolved(shape, x));
+  }
+
+  static Tensor eager(const params&, const Tensor& x, const Tensor& shape) {
+    const std::vector<std::int64_t> want = detail::shape_operand(target, x, shape);
+    const std::vector<std::int64_t> out = copied(want, want, std::vector<std::int64_t>(x.shape().begin(), x.shape().end()),
+                                                 x.shape().to_string() + " to " + ints_repr(want));
+    return reshape_fn::eager({detail::to_int_list(out.begin(), out.end())}, x);
+  }
+
+  /// ONNX's Reshape with allowzero=0 (its default) is this op.
+  static void onnx_export(onnx_export_context& cx, const params&) {
+    const std::string s = cx.node1("Cast", {cx.input(1).name}, cx.fresh(cx.input(1).name + "_int64"), {{"to", std::int64_t{7}}});
+    cx.node("Reshape", {cx.input(0).name, s}, {cx.output()});
+  }
+};
+inline constexpr onnx_reshape_to_fn onnx_reshape_to{};
+TRACEMOD_REGISTER_BUILTIN_OP(onnx_reshape_to_fn);
 
 /// x broadcast to the extents held in `shape`, a 1-D int32 tensor (torch's Tensor.expand with the
 /// sizes as values): a -1 keeps x's extent on that axis (right-aligned; not on a new leading axis),

@@ -121,6 +121,9 @@ class node_context final : public functional::onnx_import_context {
     return im_.integers(n_, i, what);
   }
   [[nodiscard]] const Shape& shape(functional::onnx_value v) const override { return Importer::shape(node(v)); }
+  [[nodiscard]] DType dtype(functional::onnx_value v) const override {
+    return static_cast<const graph::TensorNode*>(node(v))->dtype();
+  }
   [[nodiscard]] bool is_static(int i) const override { return has_input(i) && im_.is_static(n_.input(i)); }
   Shape static_shape(int i, std::string_view what) override {
     if (!has_input(i)) unsupported("input " + std::to_string(i) + " (" + std::string(what) + ") is missing");

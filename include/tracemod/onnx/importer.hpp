@@ -148,7 +148,14 @@ class Importer {
   graph::Node* call(const functional::op_entry& op, const std::vector<graph::CallArg>& operands,
                     const std::vector<Value>& params) {
     const std::array int32_in{DType::int32};
-    if (op.infer_dtype(nullptr, int32_in) == DType::float32)
+    const bool float32_only = [&] {
+      try {
+        return op.infer_dtype(nullptr, int32_in) == DType::float32;
+      } catch (const dtype_error&) {  // an op that refuses int32 while recording
+        return true;
+      }
+    }();
+    if (float32_only)
       for (const graph::CallArg& a : operands) {
         std::vector<graph::Node*> nodes;
         if (const auto* n = std::get_if<graph::Node*>(&a)) nodes.push_back(*n);

@@ -189,6 +189,42 @@ struct lazy_dynamic {
   using type = dynamic_dims;
 };
 
+/// The dtype of a typed operand, as the runtime graph states it: an op that states its dtype rule
+/// (infer_dtype: int32 shape arithmetic, GetVarShape, astype) applies it to its operands' dtypes,
+/// one that moves any dtype keeps its first operand's, any other op gives float32, as inputs do. A
+/// constant or attribute has its tensor's dtype; numbers and None have none (nullopt).
+template <class N>
+std::optional<DType> typed_dtype(const N& n);
+
+/// Op's output dtype on operands `args`, by the rule typed_dtype states; throws as the op's rule does
+/// (an int32 operand of true division is a dtype_error while tracing, as while recording).
+template <class Op, class P, class... Args>
+DType typed_call_dtype(const P& params, const std::tuple<Args...>& args) {
+  if constexpr (requires(const P* p, std::span<const DType> d) { Op::infer_dtype(p, d); }) {
+    std::vector<DType> in;
+    std::apply([&](const auto&... a) { (..., [&] { if (const auto d = typed_dtype(a)) in.push_back(*d); }()); }, args);
+    return Op::infer_dtype(&params, in);
+  } else if constexpr (requires { requires Op::any_dtype; } && sizeof...(Args) > 0) {
+    return typed_dtype(std::get<0>(args)).value_or(DType::float32);
+  } else {
+    return DType::float32;
+  }
+}
+
+template <class N>
+std::optional<DType> typed_dtype(const N& n) {
+  if constexpr (requires { typename N::op; })
+    return typed_call_dtype<typename N::op>(n.params, n.args);
+  else if constexpr (std::same_as<N, constant_node>)
+    return n.value.dtype();
+  else if constexpr (requires { n.current(); })
+    return n.current().dtype();
+  else if constexpr (symbolic<N>)
+    return DType::float32;
+  else
+    return std::nullopt;  // a number, None, or a list (concat's inputs share their dtype check at run time)
+}
+
 /// Records a call of Op on typed operands: the shape inferred now, statically where it can be.
 template <class Op, class P, class... A>
 auto record_typed(const P& params, const A&... args) {
@@ -198,6 +234,7 @@ auto record_typed(const P& params, const A&... args) {
                                                  static_result<Op, operands_type>, lazy_dynamic<Op>>::type;
   operands_type operands{to_operand(args)...};
   Shape shape = infer<Op>(params, operands, std::index_sequence_for<A...>{});
+  (void)typed_call_dtype<Op>(params, operands);
   (void)Tensor::byte_size(shape, DType::float32, Op::target);  // an output no allocation can hold fails now
   return op_node<Op, P, shape_info, operand_t<A>...>{{}, params, std::move(operands), shape, next_call_id(Op::target)};
 }
