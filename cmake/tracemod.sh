@@ -132,8 +132,10 @@ case "${1:-}" in
     step "release build, every test"
     # The suites of graphs, passes, save/load and bad input are built and run in step 4, under the
     # sanitizers, and not here (docs/build.md)
+    # One unity unit per test executable and one for the benchmarks (docs/build.md)
     configure build/release -DCMAKE_BUILD_TYPE=Release -DTRACEMOD_QUICK_EXAMPLES=ON \
-      -DTRACEMOD_TESTS_SKIP="test_graph;test_passes;test_serialize;test_robustness"
+      -DTRACEMOD_TESTS_SKIP="test_graph;test_passes;test_serialize;test_robustness" \
+      -DTRACEMOD_UNITY_BATCH=64 -DTRACEMOD_BENCH_UNITY_BATCH=64
     cmake --build build/release -j "$jobs"
     # The header check compiles alone only the headers whose content is not in
     # cmake/headers-checked.sums, and those that include them; when it passes, it writes the sums of
@@ -145,8 +147,11 @@ case "${1:-}" in
     TRACEMOD_BENCH_SMOKE=1 ./build/release/bench/tracemod_bench --benchmark_min_time=0.001 >/dev/null  # bench/smoke.hpp
     if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
       step "clang, AVX2 + FMA only, -ffp-contract=fast: the kernel, fused-evaluation and graph-printing tests"
+      # -O1: the kernels are explicit SIMD, so their instructions are the same; a third of -O3's
+      # compile time under clang (docs/build.md)
       configure build/clang-avx2 -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
-        -DCMAKE_CXX_FLAGS="-mavx2 -mfma -ffp-contract=fast" -DTRACEMOD_NATIVE=OFF -DTRACEMOD_TESTS_SIMD_ONLY=ON \
+        -DCMAKE_CXX_FLAGS="-mavx2 -mfma -ffp-contract=fast" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
+        -DTRACEMOD_UNITY_BATCH=64 -DTRACEMOD_NATIVE=OFF -DTRACEMOD_TESTS_SIMD_ONLY=ON \
         -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
       cmake --build build/clang-avx2 -j "$jobs"
       ctest --test-dir build/clang-avx2 -j "$jobs" --output-on-failure
@@ -155,10 +160,9 @@ case "${1:-}" in
     fi
     step "AddressSanitizer + UndefinedBehaviorSanitizer build (portable SSE2 kernels)"
     # -Og -g1: half the compile time of -O1 -g, reports still name file:line (docs/build.md)
-    # Unity batches of 16: the sanitizer's units cost twice the Release ones, and fewer of them
-    # instantiate the library fewer times (docs/build.md)
+    # One unity unit per test executable: each unit compiles the library once (docs/build.md)
     configure build/sanitize -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" \
-      -DTRACEMOD_SANITIZE=ON -DTRACEMOD_NATIVE=OFF -DTRACEMOD_UNITY_BATCH=16 \
+      -DTRACEMOD_SANITIZE=ON -DTRACEMOD_NATIVE=OFF -DTRACEMOD_UNITY_BATCH=64 \
       -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
     cmake --build build/sanitize -j "$jobs"
     ctest --test-dir build/sanitize -j "$jobs" --output-on-failure

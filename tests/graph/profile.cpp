@@ -38,12 +38,11 @@ const tmod::summary_row& row_named(const tmod::model_summary& s, const std::stri
 TEST_CASE("summary: ResNet-18 at 224x224 has torchvision's parameters and the published multiply-adds") {
   models::ResNet net = models::resnet18();
   net.eval();
-  const tmod::TracedModule t = tmod::trace_module(net, tmod::randn({1, 3, 224, 224}, 1));
-  const tmod::model_summary s = tmod::summary(t, tmod::spec({1, 3, 224, 224}));
+  // Shape inference only (the compile-time tracer): no kernel runs at 224x224.
+  const tmod::model_summary s = tmod::summary(net, tmod::spec({1, 3, 224, 224}));
   CHECK(s.total_params == 11'689'512);
   CHECK(s.param_bytes == 11'689'512 * 4);
   CHECK(s.total.macs == 1'814'073'344);
-  CHECK(s.total == t.cost());
   CHECK(s.input_bytes == 3 * 224 * 224 * 4);
   CHECK(s.output == tmod::Shape{1, 1000});
   const tmod::summary_row& conv1 = row_named(s, "conv1");
