@@ -2,6 +2,7 @@
 #pragma once
 
 #include <tracemod/functional/activations.hpp>
+#include <tracemod/functional/argmax.hpp>
 #include <tracemod/functional/astype.hpp>
 #include <tracemod/functional/attention.hpp>
 #include <tracemod/functional/broadcast_to.hpp>
@@ -15,6 +16,7 @@
 #include <tracemod/functional/interpolate.hpp>
 #include <tracemod/functional/layer_norm.hpp>
 #include <tracemod/functional/linalg.hpp>
+#include <tracemod/functional/math_unary.hpp>
 #include <tracemod/functional/normalization.hpp>
 #include <tracemod/functional/pad.hpp>
 #include <tracemod/functional/pooling.hpp>

@@ -1,6 +1,7 @@
-// The activations of the model zoo beyond relu and sigmoid, with PyTorch's names and defaults:
-// silu, hardsigmoid, hardswish, leaky_relu (negative_slope = 0.01), gelu (approximate "none", the
-// erf form, or "tanh"), and erf, which the ONNX form of the exact gelu needs. Each has its kernel
+// The activations beyond relu and sigmoid, with PyTorch's names and defaults: silu, hardsigmoid,
+// hardswish, leaky_relu (negative_slope = 0.01; ONNX's PRelu imports as it), elu, celu, selu,
+// thresholded_relu (ONNX's ThresholdedRelu), gelu (approximate "none", the erf form, or "tanh"), and
+// erf, which the ONNX form of the exact gelu needs. Each has its kernel
 // and its ONNX rule (opset 13 to 17, which have no Gelu and no HardSwish before 14: gelu exports
 // as its formula, hardswish as x * HardSigmoid(x)).
 #pragma once
@@ -13,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 namespace tracemod::kernels {
 
@@ -44,6 +46,42 @@ struct leaky_relu_op {
     return xsimd::select(x > fbatch(0.0f), x, x * slope);
   }
   float operator()(float x, float slope) const noexcept { return detail::on_one_lane(*this, x, slope); }
+};
+
+/// x > 0 ? x : alpha * (exp(x) - 1) (expm1: exact near 0).
+struct elu_op {
+  static constexpr std::string_view name = "elu";
+  fbatch operator()(const fbatch& x, const fbatch& alpha) const noexcept {
+    return xsimd::select(x > fbatch(0.0f), x, alpha * xsimd::expm1(x));
+  }
+  float operator()(float x, float alpha) const noexcept { return detail::on_one_lane(*this, x, alpha); }
+};
+
+/// x > 0 ? x : alpha * (exp(x / alpha) - 1).
+struct celu_op {
+  static constexpr std::string_view name = "celu";
+  fbatch operator()(const fbatch& x, const fbatch& alpha) const noexcept {
+    return xsimd::select(x > fbatch(0.0f), x, alpha * xsimd::expm1(x / alpha));
+  }
+  float operator()(float x, float alpha) const noexcept { return detail::on_one_lane(*this, x, alpha); }
+};
+
+/// x > alpha ? x : 0.
+struct thresholded_relu_op {
+  static constexpr std::string_view name = "thresholded_relu";
+  fbatch operator()(const fbatch& x, const fbatch& alpha) const noexcept {
+    return xsimd::select(x > alpha, x, fbatch(0.0f));
+  }
+  float operator()(float x, float alpha) const noexcept { return detail::on_one_lane(*this, x, alpha); }
+};
+
+/// scale * elu(x, alpha) with PyTorch's (and ONNX Selu's default) constants, as float32.
+struct selu_op {
+  static constexpr std::string_view name = "selu";
+  static constexpr float alpha = 1.67326319217681884765625f;
+  static constexpr float scale = 1.05070102214813232421875f;
+  fbatch operator()(const fbatch& x) const noexcept { return fbatch(scale) * elu_op{}(x, fbatch(alpha)); }
+  float operator()(float x) const noexcept { return detail::on_one_lane(*this, x); }
 };
 
 /// The error function: xsimd's vector erf (a few ulps from the correctly rounded value); a single
@@ -163,14 +201,98 @@ struct leaky_relu_fn : broadcast_binary<leaky_relu_fn, kernels::leaky_relu_op, f
                 cx.input(0).shape.to_string() + " (PRelu broadcasts the slope to the input only)");
     cx.node("PRelu", {cx.input(0).name, slope.name}, {cx.output()});
   }
-  static constexpr std::array onnx_import_types{std::string_view("LeakyRelu")};
-  static constexpr std::array onnx_import_attributes{std::string_view("alpha")};
-  static void onnx_import(onnx_import_context& cx) {
+  /// LeakyRelu (alpha, 0.01 by default) and PRelu, whose slope tensor broadcasts to the input.
+  static std::vector<onnx_import_rule> onnx_imports() {
+    return {{"LeakyRelu", {"alpha"}, {}, &onnx_import_leaky}, {"PRelu", {}, {}, &onnx_import_prelu}};
+  }
+  static void onnx_import_leaky(onnx_import_context& cx) {
     cx.bind(cx.call<leaky_relu_fn>({}, cx.tensor(0), Value(cx.attr_float("alpha", 0.01f))));
+  }
+  static void onnx_import_prelu(onnx_import_context& cx) {
+    const onnx_value x = cx.tensor(0), slope = cx.tensor(1);
+    const Shape &xs = cx.shape(x), &ss = cx.shape(slope);
+    if (broadcast_shapes(xs, ss, "PRelu") != xs)
+      cx.unsupported("a slope of shape " + ss.to_string() + " widens the input of shape " + xs.to_string());
+    cx.bind(cx.call<leaky_relu_fn>({}, x, slope));
   }
 };
 inline constexpr leaky_relu_fn leaky_relu{};
 TRACEMOD_REGISTER_BUILTIN_OP(leaky_relu_fn);
+
+namespace detail {
+
+/// An activation with one float parameter `alpha` that is an operand (a number, or a tensor
+/// broadcasting with x), as leaky_relu's slope, so a fused program carries it as a constant:
+/// Derived(x) takes Derived::default_alpha. ONNX: the node type Derived::onnx_type with attribute
+/// alpha both ways (an alpha tensor has no ONNX form).
+template <class Derived, class KernelOp>
+struct alpha_activation : broadcast_binary<Derived, KernelOp, false> {
+  static constexpr call_kind kind = call_kind::function;
+  static constexpr std::array operands{operand{"inp", operand_kind::tensor}, operand{"alpha", operand_kind::tensor_or_scalar}};
+
+  using op_base<Derived>::operator();
+  /// Derived(x, default_alpha).
+  template <class X>
+  decltype(auto) operator()(const X& x) const {
+    return static_cast<const Derived&>(*this)(x, Derived::default_alpha);
+  }
+
+  static void onnx_export(onnx_export_context& cx, const no_params&) {
+    const onnx_operand& alpha = cx.input(1);
+    if (alpha.kind != onnx_operand::Kind::scalar)
+      cx.refuse("alpha is a tensor of shape " + alpha.shape.to_string() + " (" + std::string(Derived::onnx_type) +
+                "'s alpha is one number)");
+    cx.node(std::string(Derived::onnx_type), {cx.input(0).name}, {cx.output()}, {{"alpha", alpha.scalar}});
+  }
+  static std::vector<onnx_import_rule> onnx_imports() {
+    return {{std::string(Derived::onnx_type), {"alpha"}, {}, &onnx_import}};
+  }
+  static void onnx_import(onnx_import_context& cx) {
+    const double alpha = cx.attr_float("alpha", static_cast<float>(Derived::default_alpha));
+    cx.bind(cx.call<Derived>({}, cx.tensor(0), Value(alpha)));
+  }
+};
+
+}  // namespace detail
+
+#define TRACEMOD_DEFINE_ALPHA_ACTIVATION(op_name, onnx)                                  \
+  struct op_name##_fn : detail::alpha_activation<op_name##_fn, kernels::op_name##_op> {  \
+    static constexpr std::string_view name = #op_name;                                  \
+    static constexpr std::string_view target = "nn." #op_name;                          \
+    static constexpr std::string_view onnx_type = onnx;                                 \
+    static constexpr double default_alpha = 1.0;                                        \
+  };                                                                                     \
+  inline constexpr op_name##_fn op_name{};                                               \
+  TRACEMOD_REGISTER_BUILTIN_OP(op_name##_fn);
+
+// x > 0 ? x : alpha * (exp(x) - 1) (PyTorch's F.elu, alpha = 1); ONNX's Elu.
+TRACEMOD_DEFINE_ALPHA_ACTIVATION(elu, "Elu")
+// x > 0 ? x : alpha * (exp(x / alpha) - 1) (PyTorch's F.celu, alpha = 1); ONNX's Celu.
+TRACEMOD_DEFINE_ALPHA_ACTIVATION(celu, "Celu")
+// x > alpha ? x : 0 (alpha = 1, ONNX's default; PyTorch's F.threshold(x, alpha, 0)); ONNX's ThresholdedRelu.
+TRACEMOD_DEFINE_ALPHA_ACTIVATION(thresholded_relu, "ThresholdedRelu")
+#undef TRACEMOD_DEFINE_ALPHA_ACTIVATION
+
+/// scale * elu(x, alpha) with PyTorch's constants (F.selu); ONNX's Selu with its default alpha and
+/// gamma both ways, and with others as gamma * elu(x, alpha).
+struct selu_fn : unary_op<selu_fn, kernels::selu_op> {
+  static constexpr std::string_view name = "selu";
+  static constexpr std::string_view target = "nn.selu";
+  static constexpr call_kind kind = call_kind::function;
+
+  static void onnx_export(onnx_export_context& cx, const params&) { cx.node("Selu", {cx.input(0).name}, {cx.output()}); }
+  static constexpr std::array onnx_import_types{std::string_view("Selu")};
+  static constexpr std::array onnx_import_attributes{std::string_view("alpha"), std::string_view("gamma")};
+  static void onnx_import(onnx_import_context& cx) {
+    const double alpha = cx.attr_float("alpha", kernels::selu_op::alpha);
+    const double gamma = cx.attr_float("gamma", kernels::selu_op::scale);
+    const onnx_value x = cx.tensor(0);
+    if (alpha == kernels::selu_op::alpha && gamma == kernels::selu_op::scale) return cx.bind(cx.call<selu_fn>({}, x));
+    cx.bind(cx.call<mul_fn>({}, cx.call<elu_fn>({}, x, Value(alpha)), Value(gamma)));
+  }
+};
+inline constexpr selu_fn selu{};
+TRACEMOD_REGISTER_BUILTIN_OP(selu_fn);
 
 /// erf(x) (torch.erf); ONNX's Erf both ways.
 struct erf_fn : unary_op<erf_fn, kernels::erf_op> {

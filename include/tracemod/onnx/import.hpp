@@ -184,14 +184,17 @@ inline Shape input_shape(const proto::ValueInfoProto& v, const ImportOptions& op
   return shape;
 }
 
-/// format_error unless graph output `v` computes what the model declares: its element type and, when
+/// format_error unless graph output `v` computes what the model declares: its element type (int32 for
+/// INT64) and, when
 /// declared, its rank and its extents (numbers, and symbols an input bound).
 inline void check_output(const proto::ValueInfoProto& v, const graph::Node* n, const std::map<std::string, std::int64_t>& symbols) {
   const auto* t = static_cast<const graph::TensorNode*>(n);
   const std::string where = "onnx import: output '" + v.name() + "' is declared ";
   if (!v.type().has_tensor_type()) throw format_error(where + "as no tensor; the graph computes one");
   const proto::TypeProto_Tensor& tt = v.type().tensor_type();
-  if (tt.elem_type() != elem_type_of(t->dtype()))
+  // tracemod computes ONNX's INT64 integers (indices, shapes) in int32: an INT64 output is int32.
+  const bool int64_as_int32 = tt.elem_type() == proto::TensorProto::INT64 && t->dtype() == DType::int32;
+  if (tt.elem_type() != elem_type_of(t->dtype()) && !int64_as_int32)
     throw format_error(where + elem_type_name(tt.elem_type()) + "; the graph computes " + elem_type_name(elem_type_of(t->dtype())));
   if (!tt.has_shape()) return;
   bool same = tt.shape().dim_size() == static_cast<int>(t->shape().rank());
