@@ -45,7 +45,7 @@ class Converter {
     for (const auto& e : g_.expr_list_()) exprs.push_back(e.get());
     for (graph::Expr* e : exprs) {
       if (done_.count(e) != 0) continue;
-      if (const nn::FakeQuantize* fq = fake_quantize_of(*e)) {
+      if (fake_quantize_of(*e) != nullptr) {
         if (!is_weight_fake_quantize(*e)) quantize_at(*e);
       } else if (is_op(*e, {"conv2d", "linear"})) {
         convert_layer(*e);
