@@ -6,6 +6,7 @@
 #include <tracemod/core/value.hpp>
 #include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
+#include <tracemod/functional/dtype_param.hpp>
 #include <tracemod/functional/param_value.hpp>
 
 #include <array>
@@ -18,30 +19,9 @@
 #include <tuple>
 #include <type_traits>
 
-namespace tracemod {
-
-/// A DType param as a graph prints and saves it: its name.
-inline std::string repr(DType d) { return std::string(dtype_name(d)); }
-inline Value to_value(DType d) { return Value(std::string(dtype_name(d))); }
-
-}  // namespace tracemod
-
 namespace tracemod::functional {
 
-using tracemod::repr;
-using tracemod::to_value;
-
 namespace detail {
-
-template <>
-struct param_from_value<DType> {
-  static DType get(const Value& v, std::string_view op, std::string_view name) {
-    if (v.kind() == Value::Kind::string)
-      for (DType d : all_dtypes)
-        if (v.string() == dtype_name(d)) return d;
-    bad_param(op, name, "a dtype name (float32, int32, bool, uint8 or int8)", v);
-  }
-};
 
 /// float -> int32 as tracemod defines it: toward zero, saturating, NaN -> 0 (see astype_fn).
 inline std::int32_t float_to_int32(float v) noexcept {

@@ -8,10 +8,10 @@
 #pragma once
 
 #include <tracemod/core/dtype.hpp>
-#include <tracemod/functional/astype.hpp>
-#include <tracemod/functional/conv.hpp>
+#include <tracemod/functional/dtype_param.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/kernels/broadcast_map.hpp>
+#include <tracemod/kernels/detail/activation.hpp>
 
 #include <array>
 #include <cmath>
@@ -55,6 +55,15 @@ inline void require_quantized(std::string_view op, std::string_view operand, con
     throw dtype_error(std::string(op) + ": operand '" + std::string(operand) + "' has dtype " +
                       std::string(dtype_name(t.dtype())) + " (shape " + t.shape().to_string() + "), expected " +
                       std::string(dtype_name(want)));
+}
+
+/// The activation a quantized op folds into its clamp: "identity", "relu" or "relu6".
+inline kernels::activation quantized_activation(std::string_view op, std::string_view mode) {
+  if (mode == "identity") return kernels::activation::none;
+  if (mode == "relu") return kernels::activation::relu;
+  if (mode == "relu6") return kernels::activation::relu6;
+  throw value_error(std::string(op) + ": unknown nonlinear_mode '" + std::string(mode) +
+                    "' (supported: identity, relu, relu6)");
 }
 
 /// One quantized level: clamp(nearbyint(v * inv_scale) + zero_point, lo, hi); NaN gives the zero point.
@@ -177,7 +186,7 @@ struct quantized_add_fn : op_base<quantized_add_fn> {
     detail::check_quantized_qparams(target, "x", p.x_scale, p.x_zero_point, DType::uint8);
     detail::check_quantized_qparams(target, "y", p.y_scale, p.y_zero_point, DType::uint8);
     detail::check_quantized_qparams(target, "output", p.scale, p.zero_point, DType::uint8);
-    (void)conv_bias_activation_fn::activation_of(p.nonlinear_mode);
+    (void)detail::quantized_activation(target, p.nonlinear_mode);
   }
   static Shape infer_shape(const params& p, const Shape& a, const Shape& b) {
     check(p);
@@ -194,7 +203,7 @@ struct quantized_add_fn : op_base<quantized_add_fn> {
     const auto sx = static_cast<float>(p.x_scale), sy = static_cast<float>(p.y_scale);
     const auto zx = static_cast<std::int32_t>(p.x_zero_point), zy = static_cast<std::int32_t>(p.y_zero_point);
     const float inv = 1.0f / static_cast<float>(p.scale), zp = static_cast<float>(p.zero_point);
-    const kernels::activation act = conv_bias_activation_fn::activation_of(p.nonlinear_mode);
+    const kernels::activation act = detail::quantized_activation(target, p.nonlinear_mode);
     kernels::broadcast_map(
         out, y.data<std::uint8_t>(),
         [=](std::uint8_t qa, std::uint8_t qb) {
@@ -212,3 +221,5 @@ inline constexpr quantized_add_fn quantized_add{};
 TRACEMOD_REGISTER_BUILTIN_OP(quantized_add_fn);
 
 }  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header

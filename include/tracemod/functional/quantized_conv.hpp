@@ -91,7 +91,7 @@ quantized_epilogue quantized_layer_epilogue(std::string_view op, const Q& q, con
                         ", but must be positive and finite");
     e.multiplier.push_back(s_in * s_w / s_out);
   }
-  const kernels::activation act = conv_bias_activation_fn::activation_of(q.nonlinear_mode);
+  const kernels::activation act = quantized_activation(op, q.nonlinear_mode);
   const auto z_out = static_cast<std::int32_t>(q.zero_point);
   if (act != kernels::activation::none) e.qmin = z_out;
   if (act == kernels::activation::relu6) {
@@ -260,3 +260,5 @@ inline constexpr quantized_linear_fn quantized_linear{};
 TRACEMOD_REGISTER_BUILTIN_OP(quantized_linear_fn);
 
 }  // namespace tracemod::functional
+
+#include <tracemod/functional/registry.hpp>  // defines register_op; last, as it includes every op header

@@ -5,19 +5,15 @@
 
 #include <tracemod/core/error.hpp>
 #include <tracemod/functional/quantize.hpp>
-#include <tracemod/functional/quantized_conv.hpp>
+#include <tracemod/graph/graph.hpp>
+#include <tracemod/quant/fake_quantize.hpp>
 #include <tracemod/quant/graph_qparams.hpp>
-#include <tracemod/quant/prepare.hpp>
-#include <tracemod/traced_module/flatten.hpp>
-#include <tracemod/traced_module/surgery.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
-#include <vector>
 
 namespace tracemod::quant {
 
