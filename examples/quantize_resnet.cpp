@@ -1,10 +1,11 @@
 // Post-training quantization of torchvision's ResNet-18, as PyTorch FX does it: trace, prepare
 // (BN folded; MinMax quint8 affine activations, per-channel symmetric qint8 weights), calibrate on
-// 8 batches with fake quantization off, then compare the fake-quantized forward with float (SQNR
-// over the 8 batches) and save the prepared, calibrated module.
+// 8 batches with fake quantization off, then compare the fake-quantized forward and the int8 module
+// Q::convert makes of it with float (SQNR over the 8 batches), and save the prepared, calibrated
+// module and the int8 one.
 //
 //   cd / && /usr/bin/python3 tests/reference/gen_goldens.py ptq_sqnr /tmp/ptq_resnet18
-//   ./build/dev/examples/quantize_resnet /tmp/ptq_resnet18 [/tmp/resnet18_prepared.tmod]
+//   ./build/dev/examples/quantize_resnet /tmp/ptq_resnet18 [/tmp/resnet18_prepared.tmod [/tmp/resnet18_int8.tmod]]
 //
 // The script writes the network's state_dict and the batches, and prints PyTorch's SQNR for the
 // same weights and batches. Without a directory the example runs on random weights and batches.
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -67,17 +69,30 @@ int main(int argc, char** argv) {
   Q::enable_fake_quant(prepared);
   Q::disable_observer(prepared);
 
-  Sums sums;
-  for (const tmod::Tensor& b : batches) sums.add(net(b), prepared(b).tensor());
-  std::printf("ResNet-18, %zu calibration batches: fake-quantized SQNR against float %.2f dB\n", batches.size(),
-              sums.sqnr());
+  const tmod::TracedModule int8 = Q::convert(prepared);
+  Sums fake, converted;
+  for (const tmod::Tensor& b : batches) {
+    const tmod::Tensor reference = net(b);
+    fake.add(reference, prepared(b).tensor());
+    converted.add(reference, int8(b).tensor());
+  }
+  std::printf("ResNet-18, %zu calibration batches: SQNR against float, fake-quantized %.2f dB, int8 %.2f dB\n",
+              batches.size(), fake.sqnr(), converted.sqnr());
   const std::size_t observed = Q::qparams_of(prepared).size();
   std::printf("%zu observed activations; layer1.0 after annotate_qparams:\n", observed);
   Q::annotate_qparams(prepared);
   std::printf("%s\n", tmod::graph::to_string(prepared.getattr("layer1.0").as<tmod::TracedModule>().graph()).c_str());
+  std::printf("layer1.0's first conv in the int8 graph:\n");
+  std::istringstream lines(tmod::graph::to_string(int8.graph()));
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("layer1__0_conv1") != std::string::npos) std::printf("%s\n", line.c_str());
   if (argc > 2) {
     tmod::save(prepared, std::filesystem::path(argv[2]));
     std::printf("saved to %s\n", argv[2]);
+  }
+  if (argc > 3) {
+    tmod::save(int8, std::filesystem::path(argv[3]));
+    std::printf("int8 module saved to %s\n", argv[3]);
   }
   return 0;
 }

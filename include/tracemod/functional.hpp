@@ -21,6 +21,8 @@
 #include <tracemod/functional/pad.hpp>
 #include <tracemod/functional/pooling.hpp>
 #include <tracemod/functional/power.hpp>
+#include <tracemod/functional/quantize.hpp>
+#include <tracemod/functional/quantized_conv.hpp>
 #include <tracemod/functional/reduce.hpp>
 #include <tracemod/functional/shape_ops.hpp>
 #include <tracemod/functional/shape_values.hpp>

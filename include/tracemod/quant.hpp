@@ -5,6 +5,7 @@
 #pragma once
 
 #include <tracemod/kernels/int8_gemm.hpp>
+#include <tracemod/quant/convert.hpp>
 #include <tracemod/quant/fake_quantize.hpp>
 #include <tracemod/quant/graph_qparams.hpp>
 #include <tracemod/quant/observer.hpp>

@@ -43,6 +43,8 @@ double sqnr(const tmod::Tensor& ref, const tmod::Tensor& y) {
 constexpr double torch_fake_quant_sqnr = 24.31;
 constexpr double torch_weight_only_sqnr = 31.436;
 constexpr double torch_activation_only_sqnr = 25.390;
+// The same model converted to int8 (convert_fx, onednn).
+constexpr double torch_converted_sqnr = 24.59;
 // PyTorch's observers in graph order (activation_post_process_0 ... _32 less the shared ones).
 constexpr std::pair<float, int> torch_qparams[] = {
     {0.03220227f, 130}, {0.01756943f, 0}, {0.01775613f, 0}, {0.04011340f, 134}, {0.02257535f, 0}, {0.01932580f, 0},
@@ -58,6 +60,11 @@ void fake_quantize_only(tmod::Module& m, bool weights) {
       fq->enable_fake_quant(fq->observer().scheme().per_channel == weights);
 }
 
+const Q::QConfig ptq{
+    .weight_observer = {.kind = Q::ObserverKind::per_channel_min_max,
+                        .scheme = {.dtype = Q::QuantDType::qint8(), .mode = Q::QMode::symmetric, .per_channel = true}},
+    .act_observer = {.kind = Q::ObserverKind::min_max, .scheme = {.dtype = Q::QuantDType::quint8()}}};
+
 }  // namespace
 
 TEST_CASE("quant::prepare: ResNet-18 (width 8) observes PyTorch FX's qparams; weight and activation fake quantization match its SQNR") {
@@ -68,10 +75,6 @@ TEST_CASE("quant::prepare: ResNet-18 (width 8) observes PyTorch FX's qparams; we
   net.eval();
   const tmod::Tensor reference = net(x);
 
-  const Q::QConfig ptq{
-      .weight_observer = {.kind = Q::ObserverKind::per_channel_min_max,
-                          .scheme = {.dtype = Q::QuantDType::qint8(), .mode = Q::QMode::symmetric, .per_channel = true}},
-      .act_observer = {.kind = Q::ObserverKind::min_max, .scheme = {.dtype = Q::QuantDType::quint8()}}};
   tmod::TracedModule prepared = Q::prepare(tmod::trace_module(net, x), ptq);
   Q::disable_fake_quant(prepared);  // calibration observes float activations, as prepare_fx's observers
   const tmod::Tensor calibrated = prepared(x).tensor();
@@ -96,6 +99,28 @@ TEST_CASE("quant::prepare: ResNet-18 (width 8) observes PyTorch FX's qparams; we
   const double both = sqnr(reference, prepared(x).tensor());
   MESSAGE("fake-quantized SQNR: tracemod " << both << " dB, PyTorch " << torch_fake_quant_sqnr << " dB");
   CHECK(both > 20);
+}
+
+TEST_CASE("quant::convert: ResNet-18 (width 8) in int8 keeps the fake-quantized SQNR; PyTorch's convert_fx for scale") {
+  const auto dir = golden::data_dir() / "resnet18";
+  const tmod::Tensor x = tmod::io::load_npy(dir / "input.npy");
+  models::ResNet net(10, 8);
+  REQUIRE(net.load_state_dict(golden::model_state_dict("resnet18")).empty());
+  net.eval();
+  const tmod::Tensor reference = net(x);
+  tmod::TracedModule prepared = Q::prepare(tmod::trace_module(net, x), ptq);
+  Q::disable_fake_quant(prepared);
+  (void)prepared(x);
+  Q::enable_fake_quant(prepared);
+  Q::disable_observer(prepared);
+  const tmod::TracedModule converted = Q::convert(prepared);
+  const double fake = sqnr(reference, prepared(x).tensor()), int8 = sqnr(reference, converted(x).tensor());
+  MESSAGE("SQNR: tracemod fake-quantized " << fake << " dB, int8 " << int8 << " dB; PyTorch int8 " << torch_converted_sqnr
+                                           << " dB");
+  // The int8 graph re-quantizes the averaged pooling output for fc (as PyTorch's does), which the
+  // fake-quantized graph does not; the rest differs by roundings of values within a half level.
+  CHECK(int8 == doctest::Approx(fake).epsilon(0.05));
+  CHECK(int8 > 20);
 }
 
 }  // namespace tmod_test_nn_quant_resnet

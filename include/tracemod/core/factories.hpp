@@ -70,7 +70,9 @@ Tensor generate(const Shape& shape, DType dtype, std::string_view op, Fill fill)
   } else if (dtype == DType::boolean) {
     for (bool& v : t.values<bool>()) v = static_cast<double>(fill()) != 0.0;
   } else {
-    for (std::int32_t& v : t.values<std::int32_t>()) v = static_cast<std::int32_t>(fill());
+    visit_dtype(dtype, [&]<class T>(T) {
+      for (T& v : t.values<T>()) v = static_cast<T>(fill());
+    });
   }
   return t;
 }

@@ -190,7 +190,7 @@ class Tensor {
 
   template <class T>
   void check_access() const {
-    static_assert(is_element_type_v<T>, "Tensor::data<T>: T must be float, std::int32_t or bool");
+    static_assert(is_element_type_v<T>, "Tensor::data<T>: T must be float, std::int32_t, bool, std::uint8_t or std::int8_t");
     require_defined("Tensor.data");
     if (dtype_of_v<T> != dtype_)
       throw dtype_error(std::string("Tensor.data: requested ") + std::string(dtype_name(dtype_of_v<T>)) +

@@ -1,11 +1,12 @@
 // astype: a copy of a tensor converted to another dtype (MegEngine's and numpy's Tensor.astype), and
-// the DType param it takes (printed and saved by name: float32, int32, bool).
+// the DType param it takes (printed and saved by name: float32, int32, bool, uint8, int8).
 #pragma once
 
 #include <tracemod/core/dtype.hpp>
 #include <tracemod/core/value.hpp>
 #include <tracemod/functional/onnx_rule.hpp>
 #include <tracemod/functional/op.hpp>
+#include <tracemod/functional/dtype_param.hpp>
 #include <tracemod/functional/param_value.hpp>
 
 #include <array>
@@ -18,32 +19,9 @@
 #include <tuple>
 #include <type_traits>
 
-namespace tracemod {
-
-/// A DType param as a graph prints and saves it: its name.
-inline std::string repr(DType d) { return std::string(dtype_name(d)); }
-inline Value to_value(DType d) { return Value(std::string(dtype_name(d))); }
-
-}  // namespace tracemod
-
 namespace tracemod::functional {
 
-using tracemod::repr;
-using tracemod::to_value;
-
 namespace detail {
-
-template <>
-struct param_from_value<DType> {
-  static DType get(const Value& v, std::string_view op, std::string_view name) {
-    if (v.kind() == Value::Kind::string) {
-      if (v.string() == dtype_name(DType::float32)) return DType::float32;
-      if (v.string() == dtype_name(DType::int32)) return DType::int32;
-      if (v.string() == dtype_name(DType::boolean)) return DType::boolean;
-    }
-    bad_param(op, name, "a dtype name (float32, int32 or bool)", v);
-  }
-};
 
 /// float -> int32 as tracemod defines it: toward zero, saturating, NaN -> 0 (see astype_fn).
 inline std::int32_t float_to_int32(float v) noexcept {
@@ -53,14 +31,33 @@ inline std::int32_t float_to_int32(float v) noexcept {
   return static_cast<std::int32_t>(v);
 }
 
+/// float or int32 -> uint8 / int8 as tracemod defines it: toward zero, saturating, NaN -> 0.
+template <class To, class From>
+To saturate_to_byte(From v) noexcept {
+  if constexpr (std::is_same_v<From, float>)
+    if (std::isnan(v)) return 0;
+  if (v >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+  if (v <= static_cast<From>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+  return static_cast<To>(v);
+}
+
 /// ONNX's TensorProto element types of the dtypes.
 inline constexpr std::int64_t onnx_float = 1;
+inline constexpr std::int64_t onnx_uint8 = 2;
+inline constexpr std::int64_t onnx_int8 = 3;
 inline constexpr std::int64_t onnx_int32 = 6;
 inline constexpr std::int64_t onnx_int64 = 7;
 inline constexpr std::int64_t onnx_bool = 9;
 
 inline constexpr std::int64_t onnx_type_of(DType d) noexcept {
-  return d == DType::int32 ? onnx_int32 : d == DType::boolean ? onnx_bool : onnx_float;
+  switch (d) {
+    case DType::int32: return onnx_int32;
+    case DType::boolean: return onnx_bool;
+    case DType::uint8: return onnx_uint8;
+    case DType::int8: return onnx_int8;
+    case DType::float32: break;
+  }
+  return onnx_float;
 }
 
 /// Element conversion as astype_fn defines it, From -> To.
@@ -70,6 +67,8 @@ To convert_element(From v) noexcept {
     return v != From{};  // nonzero (NaN too) -> true
   else if constexpr (std::is_same_v<To, std::int32_t> && std::is_same_v<From, float>)
     return float_to_int32(v);
+  else if constexpr (sizeof(To) == 1 && (std::is_same_v<From, float> || std::is_same_v<From, std::int32_t>))
+    return saturate_to_byte<To>(v);
   else
     return static_cast<To>(v);  // int32 -> float rounds to nearest; bool -> 0 or 1
 }
@@ -85,8 +84,10 @@ struct astype_params {
 /// dtype is the same, as numpy's astype). int32 -> float32 rounds to nearest, ties to even (exact up
 /// to 2^24). float32 -> int32 truncates toward zero, as numpy, MegEngine and C do; where they leave
 /// the result undefined (x86 gives INT32_MIN), tracemod saturates: values at or beyond +-2^31 become
-/// INT32_MAX / INT32_MIN, and NaN becomes 0. To bool: nonzero (NaN included) is true, as numpy and
-/// PyTorch; from bool: true is 1.
+/// INT32_MAX / INT32_MIN, and NaN becomes 0. float32 or int32 -> uint8 / int8 truncates toward zero
+/// and saturates to the type's range (NaN becomes 0; numpy wraps an int32 modulo 256). To bool:
+/// nonzero (NaN included) is true, as numpy and PyTorch; from bool: true is 1. uint8 and int8 widen
+/// exactly to int32 and float32.
 struct astype_fn : op_base<astype_fn> {
   static constexpr std::string_view name = "astype";
   static constexpr std::string_view target = "astype";
@@ -114,8 +115,8 @@ struct astype_fn : op_base<astype_fn> {
     if (x.dtype() == p.dtype) return x.clone();
     Tensor y = Tensor::empty(x.shape(), p.dtype, target);
     const auto n = static_cast<std::size_t>(x.numel());
-    convert_as(x.dtype(), [&]<class From>(From) {
-      convert_as(p.dtype, [&]<class To>(To) {
+    visit_dtype(x.dtype(), [&]<class From>(From) {
+      visit_dtype(p.dtype, [&]<class To>(To) {
         const From* in = x.data<From>();
         To* out = y.data<To>();
         for (std::size_t i = 0; i < n; ++i) out[i] = detail::convert_element<To>(in[i]);
@@ -138,17 +139,6 @@ struct astype_fn : op_base<astype_fn> {
                     : to == detail::onnx_bool                            ? DType::boolean
                                                                          : DType::float32;
     cx.bind(cx.call<astype_fn>({d}, cx.tensor(0)));
-  }
-
- private:
-  /// Calls f(T{}) with T the element type of `d`.
-  template <class F>
-  static void convert_as(DType d, F&& f) {
-    switch (d) {
-      case DType::int32: return f(std::int32_t{});
-      case DType::boolean: return f(bool{});
-      case DType::float32: return f(float{});
-    }
   }
 };
 inline constexpr astype_fn astype{};

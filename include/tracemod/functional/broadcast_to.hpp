@@ -51,14 +51,9 @@ struct broadcast_to_fn : op_base<broadcast_to_fn> {
     require_defined(target, "inp", x);
     const Shape out = infer_shape(p, x.shape());
     Tensor y = Tensor::empty(out, x.dtype(), target);
-    const auto copy = [&]<class T>(T) {
+    visit_dtype(x.dtype(), [&]<class T>(T) {
       kernels::broadcast_map(out, y.data<T>(), [](T v) { return v; }, {x.shape()}, x.data<T>());
-    };
-    switch (x.dtype()) {
-      case DType::int32: copy(std::int32_t{}); break;
-      case DType::boolean: copy(bool{}); break;
-      case DType::float32: copy(float{}); break;
-    }
+    });
     return y;
   }
 

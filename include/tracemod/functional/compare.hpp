@@ -45,17 +45,6 @@ inline void require_same_dtype(std::string_view op, std::string_view na, const T
                       " have different dtypes; convert one with astype");
 }
 
-/// Calls f(T{}) with T the C++ element type of `d`.
-template <class F>
-decltype(auto) visit_dtype(DType d, F&& f) {
-  switch (d) {
-    case DType::int32: return f(std::int32_t{});
-    case DType::boolean: return f(bool{});
-    case DType::float32: break;
-  }
-  return f(float{});
-}
-
 /// The symbolic broadcast of the operands' dims (what infer_dims of these ops returns).
 inline Dims broadcast_all_dims(std::initializer_list<const ShapeDims*> ops, std::string_view op) {
   Dims out;
@@ -138,7 +127,7 @@ struct predicate_op : op_base<Derived> {
     }
     const Shape out = broadcast_shapes(a.shape(), b.shape(), Derived::target);
     Tensor y = Tensor::empty(out, DType::boolean, Derived::target);
-    detail::visit_dtype(a.dtype(), [&]<class T>(T) {
+    visit_dtype(a.dtype(), [&]<class T>(T) {
       kernels::broadcast_map(out, y.data<bool>(), Pred{}, {a.shape(), b.shape()}, a.template data<T>(),
                              b.template data<T>());
     });
@@ -247,7 +236,7 @@ struct where_fn : op_base<where_fn> {
     detail::require_same_dtype(target, "x", x, "y", y);
     const Shape out = infer_shape(p, c.shape(), x.shape(), y.shape());
     Tensor r = Tensor::empty(out, x.dtype(), target);
-    detail::visit_dtype(x.dtype(), [&]<class T>(T) {
+    visit_dtype(x.dtype(), [&]<class T>(T) {
       kernels::broadcast_map(
           out, r.template data<T>(), [](bool m, T a, T b) { return m ? a : b; }, {c.shape(), x.shape(), y.shape()},
           c.data<bool>(), x.template data<T>(), y.template data<T>());

@@ -381,12 +381,7 @@ struct getitem_fn : op_base<getitem_fn> {
     for (const detail::axis_plan& a : plan)
       if (a.kept) out.push_back(a.count);
     Tensor y = Tensor::empty(out, x.dtype(), target);
-    if (x.dtype() == DType::int32)
-      detail::gather_plan(plan, x.shape(), x.data<std::int32_t>(), y.data<std::int32_t>());
-    else if (x.dtype() == DType::boolean)
-      detail::gather_plan(plan, x.shape(), x.data<bool>(), y.data<bool>());
-    else
-      detail::gather_plan(plan, x.shape(), x.data<float>(), y.data<float>());
+    visit_dtype(x.dtype(), [&]<class T>(T) { detail::gather_plan(plan, x.shape(), x.data<T>(), y.data<T>()); });
     return y;
   }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace tracemod::kernels {
@@ -149,13 +150,10 @@ struct pad_fn : op_base<pad_fn> {
     const axis_pads a = per_axis(p, x.shape().rank());
     const kernels::pad_mode mode = mode_of(p);
     Tensor y = Tensor::empty(out, x.dtype(), target);
-    if (x.dtype() == DType::float32)
-      kernels::pad(x.data<float>(), x.shape(), out, a.before.data(), mode, static_cast<float>(p.value), y.data<float>());
-    else if (x.dtype() == DType::boolean)
-      kernels::pad(x.data<bool>(), x.shape(), out, a.before.data(), mode, p.value != 0.0, y.data<bool>());
-    else
-      kernels::pad(x.data<std::int32_t>(), x.shape(), out, a.before.data(), mode, static_cast<std::int32_t>(p.value),
-                   y.data<std::int32_t>());
+    visit_dtype(x.dtype(), [&]<class T>(T) {
+      const T fill = std::is_same_v<T, bool> ? T(p.value != 0.0) : static_cast<T>(p.value);
+      kernels::pad(x.data<T>(), x.shape(), out, a.before.data(), mode, fill, y.data<T>());
+    });
     return y;
   }
 

@@ -65,7 +65,7 @@ class json_fields {
   }
   DType dtype(const json& j) const {
     const std::string d = string(j, "dtype");
-    for (DType t : {DType::float32, DType::int32, DType::boolean})
+    for (DType t : all_dtypes)
       if (d == dtype_name(t)) return t;
     fail("unknown dtype '" + d + "'");
   }

@@ -11,6 +11,7 @@
 #include <tracemod/core/tensor.hpp>
 #include <tracemod/io/atomic_file.hpp>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <charconv>
@@ -49,10 +50,12 @@ struct npy_dtype {
   std::size_t itemsize;
   DType stored;
 };
-inline constexpr std::array<npy_dtype, 5> npy_dtypes{{
+inline constexpr std::array<npy_dtype, 7> npy_dtypes{{
     {"<f4", 4, DType::float32},
     {"<i4", 4, DType::int32},
     {"|b1", 1, DType::boolean},
+    {"|u1", 1, DType::uint8},
+    {"|i1", 1, DType::int8},
     {"<f8", 8, DType::float32},
     {"<i8", 8, DType::int32},
 }};
@@ -322,16 +325,16 @@ void narrow_elements(const std::byte* src, std::size_t count, Narrow* dst, std::
   else if (header.dtype.stored == DType::boolean)
     detail::read_bools(data, count, t.data<bool>(), source);
   else if (count != 0)
-    std::memcpy(header.dtype.stored == DType::float32 ? static_cast<void*>(t.data<float>())
-                                                      : static_cast<void*>(t.data<std::int32_t>()),
-                data, data_size);
+    visit_dtype(header.dtype.stored, [&]<class T>(T) { std::memcpy(t.data<T>(), data, data_size); });
   return t;
 }
 
 /// The bytes numpy.save writes for `t` (format version 1.0).
 [[nodiscard]] inline std::string to_npy_bytes(const Tensor& t) {
   if (!t.defined()) throw value_error("to_npy_bytes: the tensor is undefined (default-constructed)");
-  const std::string_view descr = t.dtype() == DType::float32 ? "<f4" : t.dtype() == DType::int32 ? "<i4" : "|b1";
+  const auto entry = std::find_if(detail::npy_dtypes.begin(), detail::npy_dtypes.end(),
+                                  [&](const detail::npy_dtype& d) { return d.stored == t.dtype(); });
+  const std::string_view descr = entry->descr;  // the first entry of a dtype is the one it is written as
   std::string dict = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " +
                      detail::python_tuple(t.shape()) + ", }";
   if (t.ndim() > 0) dict.append(detail::npy_growth_digits - std::to_string(t.shape()[0]).size(), ' ');
@@ -352,10 +355,7 @@ void narrow_elements(const std::byte* src, std::size_t count, Narrow* dst, std::
   out += static_cast<char>(dict.size() & 0xff);
   out += static_cast<char>(dict.size() >> 8);
   out += dict;
-  const char* data = t.dtype() == DType::float32 ? reinterpret_cast<const char*>(t.data<float>())
-                     : t.dtype() == DType::int32 ? reinterpret_cast<const char*>(t.data<std::int32_t>())
-                                                 : reinterpret_cast<const char*>(t.data<bool>());
-  out.append(data, t.nbytes());
+  visit_dtype(t.dtype(), [&]<class T>(T) { out.append(reinterpret_cast<const char*>(t.data<T>()), t.nbytes()); });
   return out;
 }
 

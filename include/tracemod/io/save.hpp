@@ -334,12 +334,7 @@ class Writer {
     std::size_t nbytes;
   };
   static const std::byte* bytes_of(const Tensor& t) {
-    switch (t.dtype()) {
-      case DType::int32: return reinterpret_cast<const std::byte*>(t.data<std::int32_t>());
-      case DType::boolean: return reinterpret_cast<const std::byte*>(t.data<bool>());
-      case DType::float32: break;
-    }
-    return reinterpret_cast<const std::byte*>(t.data<float>());
+    return visit_dtype(t.dtype(), [&]<class T>(T) { return reinterpret_cast<const std::byte*>(t.data<T>()); });
   }
   std::vector<Blob> blobs_;
   std::unordered_map<const void*, std::size_t> blob_of_;

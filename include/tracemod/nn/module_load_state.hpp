@@ -57,12 +57,9 @@ inline IncompatibleKeys Module::load_state_dict(const StateDict& dict, bool stri
   for (const auto& [target, source] : copies) {
     Tensor destination = *target;  // a handle: writes reach the module's buffer
     // memmove: the source may be this very tensor (loading a module's own state_dict).
-    if (destination.dtype() == DType::float32)
-      std::memmove(destination.data<float>(), source->data<float>(), destination.nbytes());
-    else if (destination.dtype() == DType::boolean)
-      std::memmove(destination.data<bool>(), source->data<bool>(), destination.nbytes());
-    else
-      std::memmove(destination.data<std::int32_t>(), source->data<std::int32_t>(), destination.nbytes());
+    visit_dtype(destination.dtype(), [&]<class T>(T) {
+      std::memmove(destination.data<T>(), source->data<T>(), destination.nbytes());
+    });
   }
   return report;
 }

@@ -46,6 +46,8 @@ namespace proto = ::onnx;
   switch (d) {
     case DType::int32: return proto::TensorProto::INT32;
     case DType::boolean: return proto::TensorProto::BOOL;
+    case DType::uint8: return proto::TensorProto::UINT8;
+    case DType::int8: return proto::TensorProto::INT8;
     case DType::float32: break;
   }
   return proto::TensorProto::FLOAT;
@@ -64,9 +66,7 @@ inline void to_proto(const Tensor& t, const std::string& name, proto::TensorProt
   out.set_name(name);
   out.set_data_type(elem_type_of(t.dtype()));
   for (std::int64_t d : t.shape()) out.add_dims(d);
-  const auto* bytes = t.dtype() == DType::int32     ? static_cast<const void*>(t.data<std::int32_t>())
-                      : t.dtype() == DType::boolean ? static_cast<const void*>(t.data<bool>())
-                                                    : static_cast<const void*>(t.data<float>());
+  const void* bytes = visit_dtype(t.dtype(), [&]<class T>(T) { return static_cast<const void*>(t.data<T>()); });
   out.set_raw_data(std::string(static_cast<const char*>(bytes), t.nbytes()));  // tensors are contiguous
 }
 
