@@ -11,9 +11,33 @@
 #include <tracemod/kernels/elementwise.hpp>
 #include <tracemod/kernels/simd.hpp>
 
+#include <cmath>
 #include <string_view>
 
-// Accuracy: xsimd 8.1's functions (a few ulps); round is ONNX's and numpy's round half to even
+namespace tracemod::kernels::detail {
+
+/// f on each lane of x, through the scalar function. xsimd 8.1's log and asinh do not compile for
+/// AVX-512BW (their select on int32 lanes casts to byte vectors), so those two go lane by lane there.
+template <class F>
+[[nodiscard]] fbatch each_lane(const fbatch& x, F f) noexcept {
+  alignas(fbatch::arch_type::alignment()) float lanes[fbatch::size];
+  x.store_aligned(lanes);
+  for (float& v : lanes) v = f(v);
+  return fbatch::load_aligned(lanes);
+}
+
+#if XSIMD_WITH_AVX512BW
+inline fbatch log(const fbatch& x) noexcept { return each_lane(x, [](float v) { return std::log(v); }); }
+inline fbatch asinh(const fbatch& x) noexcept { return each_lane(x, [](float v) { return std::asinh(v); }); }
+#else
+inline fbatch log(const fbatch& x) noexcept { return xsimd::log(x); }
+inline fbatch asinh(const fbatch& x) noexcept { return xsimd::asinh(x); }
+#endif
+
+}  // namespace tracemod::kernels::detail
+
+// Accuracy: xsimd 8.1's functions (a few ulps; log and asinh on AVX-512 the C library's, see
+// detail::each_lane); round is ONNX's and numpy's round half to even
 // (nearbyint in the default rounding mode); sign is -1, 0 or 1 (NaN stays NaN); softplus is
 // log(1 + exp(x)) written as max(x, 0) + log1p(exp(-|x|)), which neither overflows nor loses the
 // small values of very negative x.
@@ -31,10 +55,10 @@
   X(atan, "Atan", none, false, xsimd::atan(x))                                                          \
   X(sinh, "Sinh", none, false, xsimd::sinh(x))                                                          \
   X(cosh, "Cosh", none, false, xsimd::cosh(x))                                                          \
-  X(asinh, "Asinh", none, false, xsimd::asinh(x))                                                       \
+  X(asinh, "Asinh", none, false, detail::asinh(x))                                                       \
   X(acosh, "Acosh", none, false, xsimd::acosh(x))                                                       \
   X(atanh, "Atanh", none, false, xsimd::atanh(x))                                                       \
-  X(log, "Log", none, false, xsimd::log(x))                                                             \
+  X(log, "Log", none, false, detail::log(x))                                                             \
   X(softplus, "Softplus", none, false,                                                                  \
     xsimd::max(x, fbatch(0.0f)) + xsimd::log1p(detail::exp_full_range(-xsimd::abs(x))))
 
