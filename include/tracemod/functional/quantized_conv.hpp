@@ -11,6 +11,7 @@
 #include <tracemod/functional/conv.hpp>
 #include <tracemod/functional/op.hpp>
 #include <tracemod/functional/quantize.hpp>
+#include <tracemod/kernels/conv2d.hpp>
 #include <tracemod/kernels/int8_gemm.hpp>
 
 #include <array>
@@ -24,6 +25,8 @@
 #include <vector>
 
 namespace tracemod::functional {
+
+struct conv2d_fn;  // functional/conv.hpp
 
 /// The input and output qparams and the folded activation of a quantized linear.
 struct quantized_io {
@@ -154,10 +157,16 @@ struct quantized_conv2d_fn : quantized_layer_op<quantized_conv2d_fn> {
       positional("scale", &params::scale),           positional("zero_point", &params::zero_point),
       positional("nonlinear_mode", &params::nonlinear_mode)};
 
-  static conv2d_fn::params conv_params(const params& p) { return {p.stride, p.padding, p.dilation, p.groups}; }
+  /// conv2d's checked geometry of a call. Conv is conv2d_fn, as a template parameter: this header is
+  /// also read while functional/conv.hpp is (conv.hpp includes elementwise.hpp, whose registry
+  /// include reads every op header), before conv2d_fn is complete; a call is compiled after.
+  template <class Conv = conv2d_fn>
+  static kernels::conv2d_geometry geometry(const params& p, const Shape& x, const Shape& w, const Shape* bias) {
+    return Conv::geometry(typename Conv::params{p.stride, p.padding, p.dilation, p.groups}, x, w, bias, target);
+  }
 
   static Shape infer_shape(const params& p, const Shape& x, const Shape& w, const Shape&, const Shape* bias) {
-    const kernels::conv2d_geometry g = conv2d_fn::geometry(conv_params(p), x, w, bias, target);
+    const kernels::conv2d_geometry g = geometry(p, x, w, bias);
     return Shape{g.n, g.k, g.out_h(), g.out_w()};
   }
 
@@ -165,7 +174,7 @@ struct quantized_conv2d_fn : quantized_layer_op<quantized_conv2d_fn> {
   friend quantized_layer_op;
   static Tensor run(const params& p, const Tensor& x, const Tensor& w, const Tensor& s, const Tensor* b) {
     const Shape bias_shape = b ? b->shape() : Shape{};
-    const kernels::conv2d_geometry g = conv2d_fn::geometry(conv_params(p), x.shape(), w.shape(), b ? &bias_shape : nullptr, target);
+    const kernels::conv2d_geometry g = geometry(p, x.shape(), w.shape(), b ? &bias_shape : nullptr);
     const detail::quantized_epilogue e = detail::quantized_layer_epilogue(target, p, x, w, s, b, g.k);
     const std::int64_t cg = g.c / g.groups, kg = g.k / g.groups, kdim = cg * g.r * g.s;
     const std::int64_t oh = g.out_h(), ow = g.out_w(), pixels = oh * ow;

@@ -54,11 +54,12 @@ inline IncompatibleKeys Module::load_state_dict(const StateDict& dict, bool stri
     message.pop_back();
     throw module_error(message);
   }
-  for (const auto& [target, source] : copies) {
-    Tensor destination = *target;  // a handle: writes reach the module's buffer
+  for (const auto& copy : copies) {
+    Tensor destination = *copy.first;  // a handle: writes reach the module's buffer
+    const Tensor& source = *copy.second;
     // memmove: the source may be this very tensor (loading a module's own state_dict).
     visit_dtype(destination.dtype(), [&]<class T>(T) {
-      std::memmove(destination.data<T>(), source->data<T>(), destination.nbytes());
+      std::memmove(destination.data<T>(), source.data<T>(), destination.nbytes());
     });
   }
   return report;
