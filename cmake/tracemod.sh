@@ -50,16 +50,18 @@ run_fuzzer() {
   echo "$status" > build/fuzz/"$target".status
 }
 
-# run_fuzzers <seconds>: builds only the libFuzzer targets (clang 14, -O1, libFuzzer + ASan + UBSan):
+# run_fuzzers <seconds> [registries flags]: builds only the libFuzzer targets (clang 14, -O1, libFuzzer +
+# ASan + UBSan; the registries' object with the extra flags given, -O0 in the test command):
 # fuzz_load, fuzz_npy and, when tracemod::onnx is built, fuzz_onnx, and runs them on their seed corpora
 # for that long in all, one process per core: fuzz_load for the whole time on one; fuzz_npy (a small
 # parser, covered in seconds) for a third of it, then fuzz_onnx (seeded with the models of ONNX's
 # backend node tests) for the rest on the other. A crash, a leak, a sanitizer report or an input over
 # the memory limit ends a fuzzer with a non-zero status, and this script with it.
 run_fuzzers() {
-  local seconds=$1 onnx_tests=/usr/share/libonnx-testdata/data/node
+  local seconds=$1 registries_flags=${2:-} onnx_tests=/usr/share/libonnx-testdata/data/node
   configure build/fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
     -DCMAKE_CXX_COMPILER=clang++-14 -DTRACEMOD_FUZZ=ON -DTRACEMOD_NATIVE=OFF \
+    -DTRACEMOD_FUZZ_REGISTRIES_FLAGS="$registries_flags" \
     -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
   local targets=(fuzz_load fuzz_npy)
   # (grep reads all of ninja's list: under pipefail, grep -q could fail the pipe by closing it early)
@@ -132,10 +134,11 @@ case "${1:-}" in
     step "release build, every test"
     # The suites of graphs, passes, save/load and bad input are built and run in step 4, under the
     # sanitizers, and not here (docs/build.md)
-    # One unity unit per test executable and one for the benchmarks (docs/build.md)
+    # The suites compiled at the same flags as one executable of one unity unit, and one unit for the
+    # benchmarks (docs/build.md)
     configure build/release -DCMAKE_BUILD_TYPE=Release -DTRACEMOD_QUICK_EXAMPLES=ON \
       -DTRACEMOD_TESTS_SKIP="test_graph;test_passes;test_serialize;test_robustness" \
-      -DTRACEMOD_UNITY_BATCH=64 -DTRACEMOD_BENCH_UNITY_BATCH=64
+      -DTRACEMOD_UNITY_BATCH=64 -DTRACEMOD_BENCH_UNITY_BATCH=64 -DTRACEMOD_TEST_UNITS=1
     cmake --build build/release -j "$jobs"
     # The header check compiles alone only the headers whose content is not in
     # cmake/headers-checked.sums, and those that include them; when it passes, it writes the sums of
@@ -151,7 +154,7 @@ case "${1:-}" in
       # compile time under clang (docs/build.md)
       configure build/clang-avx2 -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
         -DCMAKE_CXX_FLAGS="-mavx2 -mfma -ffp-contract=fast" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
-        -DTRACEMOD_UNITY_BATCH=64 -DTRACEMOD_NATIVE=OFF -DTRACEMOD_TESTS_SIMD_ONLY=ON \
+        -DTRACEMOD_UNITY_BATCH=64 -DTRACEMOD_TEST_UNITS=1 -DTRACEMOD_NATIVE=OFF -DTRACEMOD_TESTS_SIMD_ONLY=ON \
         -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
       cmake --build build/clang-avx2 -j "$jobs"
       ctest --test-dir build/clang-avx2 -j "$jobs" --output-on-failure
@@ -160,14 +163,15 @@ case "${1:-}" in
     fi
     step "AddressSanitizer + UndefinedBehaviorSanitizer build (portable SSE2 kernels)"
     # -Og -g1: half the compile time of -O1 -g, reports still name file:line (docs/build.md)
-    # One unity unit per test executable: each unit compiles the library once (docs/build.md)
+    # The seven suites as one executable of three unity units: each unit compiles the library once
+    # (docs/build.md)
     configure build/sanitize -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" \
-      -DTRACEMOD_SANITIZE=ON -DTRACEMOD_NATIVE=OFF -DTRACEMOD_UNITY_BATCH=64 \
+      -DTRACEMOD_SANITIZE=ON -DTRACEMOD_NATIVE=OFF -DTRACEMOD_TEST_UNITS=3 \
       -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
     cmake --build build/sanitize -j "$jobs"
     ctest --test-dir build/sanitize -j "$jobs" --output-on-failure
     step "libFuzzer, ASan + UBSan: fuzz_load, fuzz_npy and fuzz_onnx, 30 s on two cores (cmake/tracemod.sh fuzz [seconds] runs longer)"
-    run_fuzzers 30
+    run_fuzzers 30 -O0
     step "done"
     ;;
   bench)
