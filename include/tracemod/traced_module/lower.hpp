@@ -190,8 +190,14 @@ class graph_lowering {
   void emit(const trace::builtin_call_node<M, A...>& n) {
     graph::ModuleNode* callee = recorder_.module_node(*n.module);
     const std::vector<graph::CallArg> args = operands(n.args);
-    outputs_[n.id] = {graph::detail::record_builtin_call_args(recorder_.graph(), *n.module, callee, args,
-                                                              signature_of_args(args, where()))};
+    if constexpr (std::same_as<M, TracedModule>) {  // a call of its traced copy, its graph copied
+      const graph::Expr* call = record_traced_module_call(recorder_.graph(), recorder_.tracer(), *n.module, callee,
+                                                          args, signature_of_args(args, where()));
+      outputs_[n.id] = {call->output(0)};
+    } else {
+      outputs_[n.id] = {graph::detail::record_builtin_call_args(recorder_.graph(), *n.module, callee, args,
+                                                                signature_of_args(args, where()))};
+    }
   }
 
   template <class M, class G, class... A>
