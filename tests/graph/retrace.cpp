@@ -328,6 +328,11 @@ TEST_CASE("a traced module inside a module traced by symbolic_trace: one call no
   CHECK(tmod::count_ops<tmod::TracedModule>(h) == 1);
   check_identical(h(input()), bb.forward(input() - 1.f));
 
+  // symbolic_trace of the traced module itself: lowered, its own graph again, as trace_module gives it.
+  const auto self = tmod::symbolic_trace(bb, tmod::spec({1, 3, 4, 4}));
+  check_identical(self(input()), bb.forward(input()));
+  CHECK(text(tmod::to_traced_module(self).graph()) == text(bb.graph()));
+
   // A static graph takes its traced shape only; the message names the module and the shapes.
   CHECK_THROWS_WITH_AS(tmod::symbolic_trace(net, tmod::spec({2, 3, 4, 4})),
                        "Backbone 'backbone': input 'x' has shape (2, 3, 4, 4), but Backbone.Graph was traced with "
