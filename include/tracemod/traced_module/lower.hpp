@@ -195,7 +195,8 @@ class graph_lowering {
         const std::string who(n.module->type_name());
         const graph::Graph& src = retrace_source(*n.module, signature, who);
         std::vector<graph::Node*> outs;
-        replay_graph(graph_, recorder_.self_node(), recorder_.tracer(), src, retrace_inputs(src, args, who)).flatten(outs);
+        const std::vector<graph::Node*> inputs = retrace_inputs(src, args, who);
+        replay_graph(graph_, recorder_.self_node(), recorder_.tracer(), src, inputs).flatten(outs);
         outputs_[n.id] = std::move(outs);
       } else {  // a call of its traced copy, its graph copied under the call
         outputs_[n.id] = {record_traced_module_call(graph_, recorder_.tracer(), *n.module,

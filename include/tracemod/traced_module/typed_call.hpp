@@ -42,7 +42,8 @@ inline void check_typed_input(const graph::Graph& g, std::size_t i, const Shape&
     return;
   }
   const Dims d = in->dims();
-  if (shape.rank() != d.size()) refuse(" (rank " + std::to_string(shape.rank()) + " instead of " + std::to_string(d.size()) + ")");
+  if (shape.rank() != d.size())
+    refuse(" (rank " + std::to_string(shape.rank()) + " instead of " + std::to_string(d.size()) + ")");
   for (std::size_t a = 0; a < d.size(); ++a) {
     const std::string axis = " (axis " + std::to_string(a) + " is " + std::to_string(shape[a]);
     if (d[a].is_constant() && shape[a] != d[a].value()) refuse(axis + ", not " + std::to_string(d[a].value()) + ")");
