@@ -1,5 +1,6 @@
-// expect: tmod::TracedModule: a traced module runs its runtime graph: call it with tensors, or with tmod::Sym
-// The compile-time tracer cannot see into a traced module's runtime graph.
+// expect: a traced module takes tensors only, as its graph was traced for
+// A traced module's graph was traced for tensors: a number beside a symbolic tensor is no argument
+// the typed graph can pass it.
 #include <tracemod/core/factories.hpp>
 #include <tracemod/nn/reflection.hpp>
 #include <tracemod/trace.hpp>
@@ -16,7 +17,7 @@ struct Net : tmod::Module {
   tmod::TracedModule inner;
   TM_MODULE(Net, inner)
   explicit Net(tmod::TracedModule m) : inner(std::move(m)) {}
-  auto forward(const auto& x) const { return inner.forward(x) * 2; }
+  auto forward(const auto& x) const { return inner.forward(x, 2) * 2; }
 };
 
 int main() {

@@ -5,6 +5,7 @@
 #include "retrace_models.hpp"
 
 #include <tracemod/passes.hpp>
+#include <tracemod/trace.hpp>
 
 #include <string>
 #include <vector>
@@ -303,6 +304,61 @@ TEST_CASE("a backbone traced with a dynamic batch retraces into a dynamic net th
     const tmod::Tensor x = tmod::uniform({n, 3, 4, 4}, -1.f, 1.f, 7);
     check_identical(t(x), net(x));
   }
+}
+
+TEST_CASE("a traced module inside a module traced by symbolic_trace: one call node, evaluated and lowered") {
+  Net net(traced_backbone());
+  net.eval();
+  // The typed graph holds one opaque call of the traced module, with the shape its graph gives.
+  const auto g = tmod::symbolic_trace(net, tmod::spec<1, 3, 4, 4>());
+  CHECK(tmod::count_ops<tmod::TracedModule>(g) == 1);
+  CHECK(g.output().shape == tmod::Shape{1, 2, 4, 4});
+  check_identical(g(input()), net(input()));
+  // Lowered, it is what trace_module records: the backbone's graph copied under Net, same ids.
+  const tmod::TracedModule lowered = tmod::to_traced_module(g);
+  const tmod::TracedModule traced = tmod::trace_module(net, input());
+  CHECK(text(lowered.graph()) == text(traced.graph()));
+  CHECK(text(*call_of(lowered.graph(), "backbone")->graph()) == text(*call_of(traced.graph(), "backbone")->graph()));
+  tmod::check(lowered.graph());
+  check_identical(lowered(input()), net(input()));
+
+  // The call operator too, in a plain callable, with a run-time spec.
+  const tmod::TracedModule bb = traced_backbone();
+  const auto h = tmod::symbolic_trace([&](const auto& x) { return bb(x - 1.f); }, tmod::spec({1, 3, 4, 4}));
+  CHECK(tmod::count_ops<tmod::TracedModule>(h) == 1);
+  check_identical(h(input()), bb.forward(input() - 1.f));
+
+  // symbolic_trace of the traced module itself: lowered, its own graph again, as trace_module gives it.
+  const auto self = tmod::symbolic_trace(bb, tmod::spec({1, 3, 4, 4}));
+  check_identical(self(input()), bb.forward(input()));
+  CHECK(text(tmod::to_traced_module(self).graph()) == text(bb.graph()));
+
+  // A static graph takes its traced shape only; the message names the module and the shapes.
+  CHECK_THROWS_WITH_AS(tmod::symbolic_trace(net, tmod::spec({2, 3, 4, 4})),
+                       "Backbone 'backbone': input 'x' has shape (2, 3, 4, 4), but Backbone.Graph was traced with "
+                       "(1, 3, 4, 4)",
+                       tmod::shape_error);
+  // Two tensors where it was traced for one: the traced forms, as trace_module says.
+  const TwoArgs two(traced_backbone());
+  CHECK(error_of<tmod::graph_error>([&] { (void)tmod::symbolic_trace(two, tmod::spec({1, 3, 4, 4})); })
+            .find("Backbone 'bb': called with (Tensor, Tensor), but it was traced for forward(Tensor)") == 0);
+}
+
+TEST_CASE("a traced module with a dynamic batch in a typed graph: its output dims at the spec's batch") {
+  Backbone b;
+  b.eval();
+  const Net net(tmod::trace_module(b, input(), tmod::TraceOptions{.dynamic_dims = {{0, "N"}}}));
+  const auto g = tmod::symbolic_trace(net, tmod::spec({3, 3, 4, 4}));
+  CHECK(g.output().shape == tmod::Shape{3, 2, 4, 4});
+  const tmod::Tensor x = tmod::uniform({3, 3, 4, 4}, -1.f, 1.f, 5);
+  check_identical(g(x), net(x));
+  const tmod::TracedModule lowered = tmod::to_traced_module(g);
+  check_identical(lowered(x), net(x));
+  // Only the batch is dynamic: another channel count does not conform.
+  CHECK_THROWS_WITH_AS(tmod::symbolic_trace(net, tmod::spec({3, 2, 4, 4})),
+                       "Backbone 'backbone': input 'x' has shape (3, 2, 4, 4), but Backbone.Graph was traced with "
+                       "(N, 3, 4, 4) (axis 1 is 2, not 3)",
+                       tmod::shape_error);
 }
 
 }  // namespace tmod_test_graph_retrace

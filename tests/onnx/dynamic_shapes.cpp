@@ -64,6 +64,30 @@ TEST_CASE("ONNX: dynamic dims export as dim_param; import with dynamic_dims runs
   std::filesystem::remove(path);
 }
 
+TEST_CASE("ONNX: a static trace's batch is dim_param 'batch' by default, its traced extent with dynamic_batch off") {
+  models::ResNet net(10, 8);
+  net.eval();
+  const tmod::TracedModule t = tmod::trace_module(net, tmod::randn({2, 3, 32, 32}));
+  const proto::ModelProto by_default = tmod::onnx::to_onnx(t);
+  CHECK(dims_text(by_default.graph().input(0)) == "batch, 3, 32, 32");
+  CHECK(dims_text(by_default.graph().output(0)) == "batch, 10");
+  const proto::ModelProto fixed = tmod::onnx::to_onnx(t, {.dynamic_batch = false});
+  CHECK(dims_text(fixed.graph().input(0)) == "2, 3, 32, 32");
+  CHECK(dims_text(fixed.graph().output(0)) == "2, 10");
+  // A trace with dynamic dims writes its own dims either way.
+  const tmod::TracedModule d =
+      tmod::trace_module(net, tmod::randn({2, 3, 32, 32}), tmod::TraceOptions{.dynamic_dims = {{0, "N"}}});
+  CHECK(dims_text(tmod::onnx::to_onnx(d, {.dynamic_batch = false}).graph().input(0)) == "N, 3, 32, 32");
+  // The fixed model imports at its batch only.
+  const auto path = std::filesystem::temp_directory_path() / "tracemod_onnx_fixed_batch.onnx";
+  tmod::onnx::export_model(t, path, {.dynamic_batch = false});
+  const tmod::TracedModule back = tmod::onnx::import_model(path);
+  std::filesystem::remove(path);
+  const tmod::Tensor x = tmod::randn({2, 3, 32, 32});
+  CHECK(golden::max_rel_err(back(x).tensor(), net(x)) <= 1e-4);
+  CHECK_THROWS_AS(back(tmod::randn({3, 3, 32, 32})), tmod::shape_error);
+}
+
 /// Traced once with dynamic N, H, W, exported and imported with dynamic_dims: PyTorch's outputs at
 /// batch 1, 3 and 8 and at 224 and 160 pixels (tests/data/dynamic_shapes).
 template <class Net>

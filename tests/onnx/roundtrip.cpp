@@ -2,6 +2,7 @@
 // original's structure; PyTorch's own export of the same network imports and matches PyTorch's
 // output; the imported module prints, saves and loads; unsupported features are listed at once.
 #include <tracemod/io/serialize.hpp>
+#include <tracemod/nn.hpp>
 #include <tracemod/onnx.hpp>
 #include <tracemod/traced_module.hpp>
 
@@ -362,6 +363,27 @@ struct Stacked : tmod::Module {
   }
 };
 
+/// A user module held in a container beside builtins.
+struct Twice : tmod::Module {
+  tracemod::nn::Linear fc{4, 4};
+  TM_MODULE(Twice, fc)
+  auto forward(const auto& x) const { return fc(x) * 2.f; }
+};
+
+/// A ModuleDict and a ModuleList, each of several classes.
+struct Containers : tmod::Module {
+  tracemod::nn::ModuleDict<tracemod::nn::Linear, Twice, tracemod::nn::ReLU> blocks{
+      {"proj", tracemod::nn::Linear(3, 4)}, {"act", tracemod::nn::ReLU{}}, {"mix", Twice{}}};
+  tracemod::nn::ModuleList<Twice, tracemod::nn::ReLU6, tracemod::nn::Linear> layers{Twice{}, tracemod::nn::ReLU6{},
+                                                                                       tracemod::nn::Linear(4, 2)};
+  TM_MODULE(Containers, blocks, layers)
+  auto forward(const auto& x) const {
+    auto y = blocks["mix"](blocks["act"](blocks["proj"](x)));  // by key
+    for (const auto& layer : layers) y = layer(y);             // looped over
+    return y;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("onnx round trip: tensor.stack exports as Unsqueeze and Concat and imports back") {
@@ -384,6 +406,22 @@ TEST_CASE("onnx round trip: tensor.stack exports as Unsqueeze and Concat and imp
   // Two stacks (the list, the pair), each one Concat of Unsqueezed inputs, read back as concats.
   CHECK(imported.graph().get_function_by_type(F::concat).as_count() == 2);
   CHECK(imported.graph().get_function_by_type(F::stack).as_count() == 0);
+}
+
+TEST_CASE("onnx round trip: a ModuleDict and a ModuleList of several classes export flat and import equal to eager") {
+  tmod::manual_seed(32);
+  Containers m;
+  const tmod::Tensor x = tmod::randn({2, 3}, 33);
+  tmod::TracedModule traced = tmod::trace_module(m, x);
+  const auto path = scratch("containers.onnx");
+  tmod::onnx::export_model(traced, path);
+  tmod::TracedModule imported = tmod::onnx::import_model(path, {.dims = {{"batch", 5}}});
+  std::filesystem::remove(path);
+  const tmod::Tensor other = tmod::randn({5, 3}, 34);
+  const tmod::Tensor got = imported(other).tensor(), want = m(other);
+  REQUIRE(got.shape() == want.shape());
+  for (std::int64_t i = 0; i < want.numel(); ++i)
+    CHECK(got.data<float>()[i] == doctest::Approx(want.data<float>()[i]).epsilon(1e-5));
 }
 
 }  // namespace tmod_test_onnx_roundtrip

@@ -41,6 +41,20 @@ TEST_CASE("optimize keeps a small conv net's dynamic dims: the fused graph runs 
                                                   tmod::TraceOptions{.dynamic_dims = {{0, "N"}, {2, "H"}, {3, "W"}}});
   const tmod::TracedModule opt = tmod::optimize(t, all_passes);
   CHECK(count(opt.graph(), "call:BatchNorm2d") == 0);
+  // The passes fuse the dynamic graph exactly as they fuse the static trace of the same net.
+  const tmod::TracedModule fixed = tmod::optimize(tmod::trace_module(net, tmod::randn({1, 3, 8, 8})), all_passes);
+  CHECK(join(calls(opt.graph())) == join(calls(fixed.graph())));
+  CHECK(count(opt.graph(), "nn.conv_bias_activation") == 2);
+  // Each call's output is symbolic, its dims giving its example shape at the traced extents.
+  for (const G::Expr* e : opt.graph().exprs(true)) {
+    if (e->kind() == G::ExprKind::input || e->kind() == G::ExprKind::get_attr || e->kind() == G::ExprKind::constant)
+      continue;
+    for (const G::Node* n : e->outputs()) {
+      const auto* t = static_cast<const G::TensorNode*>(n);
+      CHECK_MESSAGE(t->is_dynamic(), n->name());
+      CHECK_MESSAGE(tmod::evaluate(t->dims(), {{"N", 1}, {"H", 8}, {"W", 8}}) == t->shape(), n->name());
+    }
+  }
   const auto* out = static_cast<const G::TensorNode*>(opt.graph().outputs()[0]);
   CHECK(out->shape_text() == "(N, 8, (H-1)/2+1, (W-1)/2+1)");
   for (const tmod::Shape& s : {tmod::Shape{2, 3, 8, 8}, tmod::Shape{1, 3, 15, 21}, tmod::Shape{3, 3, 32, 16}}) {

@@ -188,10 +188,25 @@ class graph_lowering {
 
   template <class M, class... A>
   void emit(const trace::builtin_call_node<M, A...>& n) {
-    graph::ModuleNode* callee = recorder_.module_node(*n.module);
     const std::vector<graph::CallArg> args = operands(n.args);
-    outputs_[n.id] = {graph::detail::record_builtin_call_args(recorder_.graph(), *n.module, callee, args,
-                                                              signature_of_args(args, where()))};
+    const std::string signature = signature_of_args(args, where());
+    if constexpr (std::same_as<M, TracedModule>) {
+      if (recorder_.module() == n.module) {  // symbolic_trace(traced, spec): its graph, copied in place
+        const std::string who(n.module->type_name());
+        const graph::Graph& src = retrace_source(*n.module, signature, who);
+        std::vector<graph::Node*> outs;
+        const std::vector<graph::Node*> inputs = retrace_inputs(src, args, who);
+        replay_graph(graph_, recorder_.self_node(), recorder_.tracer(), src, inputs).flatten(outs);
+        outputs_[n.id] = std::move(outs);
+      } else {  // a call of its traced copy, its graph copied under the call
+        outputs_[n.id] = {record_traced_module_call(graph_, recorder_.tracer(), *n.module,
+                                                    recorder_.module_node(*n.module), args, signature)
+                              ->output(0)};
+      }
+    } else {
+      outputs_[n.id] = {graph::detail::record_builtin_call_args(graph_, *n.module, recorder_.module_node(*n.module),
+                                                                args, signature)};
+    }
   }
 
   template <class M, class G, class... A>

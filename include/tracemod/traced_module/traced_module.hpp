@@ -15,6 +15,7 @@
 #include <tracemod/graph/sym.hpp>
 #include <tracemod/nn/module.hpp>
 #include <tracemod/nn/run_hooks.hpp>
+#include <tracemod/trace/node.hpp>
 
 #include <boost/hana/tuple.hpp>
 
@@ -200,14 +201,22 @@ class TracedModule final : public Module, public graph::GraphHolder {
   template <class... A>
     requires(graph::detail::involves_sym<A> || ...)
   Sym forward(const A&... args) const;
-  /// Anything else (the compile-time tracer's typed nodes): a readable error instead of a cascade.
+  /// On the compile-time tracer's typed tensors (tmod::symbolic_trace): one opaque call node whose
+  /// output shape the traced graph gives (traced_module/typed_call.hpp).
   template <class... A>
-    requires(!(std::convertible_to<const A&, Value> && ...) && !(graph::detail::involves_sym<A> || ...))
+    requires(trace::symbolic<A> || ...)
+  auto forward(const A&... args) const;
+  template <class... A>
+    requires(trace::symbolic<A> || ...)
+  auto operator()(const A&... args) const;
+  /// Anything else: a readable error instead of a cascade.
+  template <class... A>
+    requires(!(std::convertible_to<const A&, Value> && ...) && !(graph::detail::involves_sym<A> || ...) &&
+             !(trace::symbolic<A> || ...))
   auto forward(const A&...) const {  // deduced: the assertion fires before the caller's use of the result
     static_assert(::tracemod::detail::always_false_v<A...>,
-                  "tmod::TracedModule: a traced module runs its runtime graph: call it with tensors, or with tmod::Sym "
-                  "while tmod::trace_module records (tmod::symbolic_trace cannot see into it: trace the enclosing "
-                  "module with tmod::trace_module)");
+                  "tmod::TracedModule: a traced module runs its runtime graph: call it with tensors, with tmod::Sym "
+                  "while tmod::trace_module records, or with typed symbolic tensors while tmod::symbolic_trace runs");
     return Tensor{};
   }
   /// Like forward, for any output structure: every output tensor (or Sym), flattened depth-first.
@@ -403,6 +412,8 @@ class TracedModule final : public Module, public graph::GraphHolder {
 
 }  // namespace tracemod
 
-// flatten() is defined with its helpers, and the calls on Syms with the copying of graphs.
+// flatten() is defined with its helpers, the calls on Syms with the copying of graphs, and the calls
+// on typed symbolic tensors with their shape checks.
 #include <tracemod/traced_module/flatten.hpp>
 #include <tracemod/traced_module/retrace.hpp>
+#include <tracemod/traced_module/typed_call.hpp>
