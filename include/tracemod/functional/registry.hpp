@@ -126,6 +126,14 @@ namespace detail {
 template <class Op>
 concept keeps_input_dtype = requires { requires Op::any_dtype; };
 
+/// Throws value_error "<target>: expected <expected> <what>, got <got>" for a type-erased call given
+/// the wrong number of operands or params (one function, not one copy per op and entry).
+[[noreturn]] inline void wrong_count(std::string_view target, std::size_t expected, std::string_view what,
+                                     std::size_t got) {
+  throw value_error(std::string(target) + ": expected " + std::to_string(expected) + " " + std::string(what) +
+                    ", got " + std::to_string(got));
+}
+
 [[noreturn]] inline void bad_operand(std::string_view op, std::string_view operand, std::string_view expected) {
   throw value_error(std::string(op) + ": operand '" + std::string(operand) + "' must be " + std::string(expected));
 }
@@ -286,12 +294,10 @@ op_entry make_entry() {
   e.foldable = foldable_of<Op>();
   if constexpr (fusable_op<Op>) e.fused_function = fused_functions::instance().add<Op>();
   if constexpr (requires(const P& p) { Op::callee(p); })
-    e.callee_text = [](const void* params) { return Op::callee(*static_cast<const P*>(params)); };
-  e.make_params = [](std::span<const Value> values) -> erased_params {
+    e.callee_text = +[](const void* params) { return Op::callee(*static_cast<const P*>(params)); };
+  e.make_params = +[](std::span<const Value> values) -> erased_params {
     constexpr std::size_t n = param_count_v<Op>;
-    if (values.size() != n)
-      throw value_error(std::string(Op::target) + ": expected " + std::to_string(n) + " parameters, got " +
-                        std::to_string(values.size()));
+    if (values.size() != n) wrong_count(Op::target, n, "parameters", values.size());
     auto p = std::make_shared<P>();
     std::size_t i = 0;
     std::apply(
@@ -303,43 +309,35 @@ op_entry make_entry() {
         Op::fields);
     return p;
   };
-  e.call = [](const void* params, std::span<const erased_operand> ops) -> Tensor {
-    if (ops.size() != Op::operands.size())
-      throw value_error(std::string(Op::target) + ": expected " + std::to_string(Op::operands.size()) +
-                        " operands, got " + std::to_string(ops.size()));
+  e.call = +[](const void* params, std::span<const erased_operand> ops) -> Tensor {
+    if (ops.size() != Op::operands.size()) wrong_count(Op::target, Op::operands.size(), "operands", ops.size());
     return erased_eager<Op, 0>(*static_cast<const P*>(params), ops);
   };
-  e.infer_shape = [](const void* params, std::span<const erased_shape> shapes) -> Shape {
-    if (shapes.size() != Op::operands.size())
-      throw value_error(std::string(Op::target) + ": expected " + std::to_string(Op::operands.size()) +
-                        " operands, got " + std::to_string(shapes.size()));
+  e.infer_shape = +[](const void* params, std::span<const erased_shape> shapes) -> Shape {
+    if (shapes.size() != Op::operands.size()) wrong_count(Op::target, Op::operands.size(), "operands", shapes.size());
     return erased_infer<Op>(*static_cast<const P*>(params), shapes, std::make_index_sequence<Op::operands.size()>{});
   };
-  e.infer_dims = [](const void* params, std::span<const erased_dims> ops) -> Dims {
-    if (ops.size() != Op::operands.size())
-      throw value_error(std::string(Op::target) + ": expected " + std::to_string(Op::operands.size()) +
-                        " operands, got " + std::to_string(ops.size()));
+  e.infer_dims = +[](const void* params, std::span<const erased_dims> ops) -> Dims {
+    if (ops.size() != Op::operands.size()) wrong_count(Op::target, Op::operands.size(), "operands", ops.size());
     return erased_infer_dims<Op>(*static_cast<const P*>(params), ops, std::make_index_sequence<Op::operands.size()>{});
   };
-  e.cost = [](const void* params, std::span<const erased_shape> shapes, const Shape& out) -> op_cost {
-    if (shapes.size() != Op::operands.size())
-      throw value_error(std::string(Op::target) + ": expected " + std::to_string(Op::operands.size()) +
-                        " operands, got " + std::to_string(shapes.size()));
+  e.cost = +[](const void* params, std::span<const erased_shape> shapes, const Shape& out) -> op_cost {
+    if (shapes.size() != Op::operands.size()) wrong_count(Op::target, Op::operands.size(), "operands", shapes.size());
     return erased_cost<Op>(*static_cast<const P*>(params), shapes, out, std::make_index_sequence<Op::operands.size()>{});
   };
   if constexpr (requires { &Op::infer_value; })
-    e.infer_value = [](const void* params, std::span<const erased_dims> ops) -> std::optional<ShapeValue> {
+    e.infer_value = +[](const void* params, std::span<const erased_dims> ops) -> std::optional<ShapeValue> {
       return [&]<std::size_t... I>(std::index_sequence<I...>) {
         return Op::infer_value(*static_cast<const P*>(params), dims_arg<Op, I>(ops)...);
       }(std::make_index_sequence<Op::operands.size()>{});
     };
   if constexpr (requires(onnx_export_context& cx, const P& p) { Op::onnx_export(cx, p); })
-    e.onnx_export = [](onnx_export_context& cx, const void* p) { Op::onnx_export(cx, *static_cast<const P*>(p)); };
+    e.onnx_export = +[](onnx_export_context& cx, const void* p) { Op::onnx_export(cx, *static_cast<const P*>(p)); };
   if constexpr (requires { Op::onnx_imports(); })
     e.onnx_imports = Op::onnx_imports();
   else if constexpr (requires { Op::onnx_import_types; })
     e.onnx_imports = onnx_import_rules<Op>();
-  e.infer_dtype = [](const void* params, std::span<const DType> dtypes) {
+  e.infer_dtype = +[](const void* params, std::span<const DType> dtypes) {
     (void)params;
     if constexpr (requires(const P* p) { { Op::infer_dtype(p, dtypes) } -> std::same_as<DType>; })
       return Op::infer_dtype(static_cast<const P*>(params), dtypes);

@@ -115,19 +115,19 @@ builtin_entry describe_builtin() {
   builtin_entry e;
   if constexpr (describes_config<M>) {
     e.type_name = std::string(M::tracemod_type_name);
-    e.config = [](const Module& m) {
+    e.config = +[](const Module& m) {
       const auto* typed = dynamic_cast<const M*>(&m);
       if (typed == nullptr)
         throw module_error("builtin registry: a " + std::string(m.type_name()) + " is no " +
                            std::string(M::tracemod_type_name));
       return typed->config();
     };
-    e.make = [](const Value& c) -> std::unique_ptr<Module> { return std::make_unique<M>(M::from_config(c)); };
+    e.make = +[](const Value& c) -> std::unique_ptr<Module> { return std::make_unique<M>(M::from_config(c)); };
     if constexpr (requires { M::scaling; }) e.scaling = M::scaling;
     if constexpr (requires(const M& m) { m.tensor_shapes(); })
-      e.tensor_shapes = [](const Module& m) { return dynamic_cast<const M&>(m).tensor_shapes(); };
+      e.tensor_shapes = +[](const Module& m) { return dynamic_cast<const M&>(m).tensor_shapes(); };
     if constexpr (requires(const M& m, functional::onnx_export_context& cx) { m.onnx_export(cx, std::string()); })
-      e.onnx_export = [](functional::onnx_export_context& cx, const Module& m, const std::string& path) {
+      e.onnx_export = +[](functional::onnx_export_context& cx, const Module& m, const std::string& path) {
         dynamic_cast<const M&>(m).onnx_export(cx, path);
       };
   }
