@@ -163,10 +163,9 @@ case "${1:-}" in
     fi
     step "AddressSanitizer + UndefinedBehaviorSanitizer build (portable SSE2 kernels)"
     # -Og -g1: half the compile time of -O1 -g, reports still name file:line (docs/build.md)
-    # The seven suites as one executable of three unity units: each unit compiles the library once
-    # (docs/build.md)
+    # One unity unit per test executable: each unit compiles the library once (docs/build.md)
     configure build/sanitize -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" \
-      -DTRACEMOD_SANITIZE=ON -DTRACEMOD_NATIVE=OFF -DTRACEMOD_TEST_UNITS=3 \
+      -DTRACEMOD_SANITIZE=ON -DTRACEMOD_NATIVE=OFF -DTRACEMOD_UNITY_BATCH=64 \
       -DTRACEMOD_BUILD_EXAMPLES=OFF -DTRACEMOD_BUILD_BENCH=OFF -DTRACEMOD_INSTALL=OFF
     cmake --build build/sanitize -j "$jobs"
     ctest --test-dir build/sanitize -j "$jobs" --output-on-failure

@@ -58,7 +58,7 @@ struct Net : tmod::Module {
 };
 
 /// Wrapped and registered here, as a loading program declares them.
-const auto my_relu6 = tmod::wrap("my_relu6", [](const auto& x) { return F::minimum(F::relu(x), 6.f); });
+const auto saved_relu6 = tmod::wrap("saved_relu6", [](const auto& x) { return F::minimum(F::relu(x), 6.f); });
 
 /// A user module made builtin at run time (once per executable): opaque in tracing and surgery,
 /// saved as (type, config, tensors) and rebuilt from the registry.
@@ -329,23 +329,23 @@ TEST_CASE("save/load: a module edited by surgery round-trips (wrapped op, traced
   tmod::graph::Node* r6 = nullptr;
   {
     auto scope = tmod::graph::insert_exprs(g, relu);
-    r6 = t.getattr("halve").as<Halve>()(my_relu6(tmod::Sym(relu->inputs().front()))).node();
+    r6 = t.getattr("halve").as<Halve>()(saved_relu6(tmod::Sym(relu->inputs().front()))).node();
   }
   tmod::graph::replace_node(g, {{relu->output(), r6}});
   g.compile();
   const std::string printed = tmod::graph::to_string(g);
-  REQUIRE(printed.find("my_relu6_out = my_relu6(bn_out, )") != std::string::npos);
-  REQUIRE(printed.find("halve_out = halve(my_relu6_out, )") != std::string::npos);
+  REQUIRE(printed.find("saved_relu6_out = saved_relu6(bn_out, )") != std::string::npos);
+  REQUIRE(printed.find("halve_out = halve(saved_relu6_out, )") != std::string::npos);
   // compile() freed relu_out: the name is not saved as taken (the file holds the nodes' names only;
   // load claims each as it rebuilds the node).
   REQUIRE(!g.names().taken("relu_out"));
   tmod::TracedModule back = check_round_trip(t, x);
   CHECK(!back.graph().names().taken("relu_out"));
-  CHECK(back.graph().names().taken("my_relu6_out"));
-  CHECK(back.graph().get_function_by_type("my_relu6").as_count() == 1);
+  CHECK(back.graph().names().taken("saved_relu6_out"));
+  CHECK(back.graph().get_function_by_type("saved_relu6").as_count() == 1);
   CHECK(dynamic_cast<const tmod::TracedModule*>(&back.getattr("halve").module()) != nullptr);
   // The wrapped op reaches to_dot through the registry, before and after the round trip.
-  CHECK(g.to_dot().find("my_relu6") != std::string::npos);
+  CHECK(g.to_dot().find("saved_relu6") != std::string::npos);
   CHECK(back.graph().to_dot() == g.to_dot());
 }
 
